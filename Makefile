@@ -1,0 +1,47 @@
+# nodelet — stable entry points: build, runtime-up/down, test, bench, demo.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/nodelet
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
+LDFLAGS := -X github.com/nodelet/nodelet/pkg/version.Nodelet=$(VERSION)
+CACHE_DIR ?= /var/cache/nodelet
+STATICCHECK_VERSION ?= v0.8.2
+export PATH := $(CACHE_DIR)/bin:$(PATH)
+
+.PHONY: build test test-unit test-e2e lint runtime-up runtime-down bench demo clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nodelet
+
+# The README's test command: lint, unit tests, then e2e tests against a real containerd
+# that this target brings up itself.
+test: lint test-unit test-e2e
+
+test-unit:
+	$(GO) test -count=1 ./pkg/... ./cmd/...
+
+test-e2e: build
+	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
+	  export CONTAINER_RUNTIME_ENDPOINT && \
+	  NODELET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -p 1 -timeout 20m -tags e2e ./test/e2e/...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	hack/staticcheck.sh ./...
+
+runtime-up:
+	@hack/runtime.sh up
+
+runtime-down:
+	@hack/runtime.sh down
+
+bench: build
+	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
+	  export CONTAINER_RUNTIME_ENDPOINT && hack/bench.sh
+
+demo: build
+	@hack/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,155 @@
+// Package app is nodelet's start-up sequence (upstream's cmd/kubelet/app run): take the
+// lock, connect to the runtime, prepare directories, serve healthz, run until stopped.
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/kubelet"
+	"github.com/nodelet/nodelet/pkg/lockfile"
+	"github.com/nodelet/nodelet/pkg/server"
+)
+
+const (
+	// runtimeConnectTimeout bounds the first contact with the runtime, so a missing or
+	// dead socket is reported within seconds rather than after runtimeRequestTimeout.
+	runtimeConnectTimeout = 3 * time.Second
+	// runtimeStatusPeriod is how often the runtime's health is polled.
+	runtimeStatusPeriod = time.Second
+)
+
+// Run starts nodelet and blocks until ctx ends or lock contention asks it to step aside.
+// Containers are left running when it returns.
+func Run(ctx context.Context, opts *config.Options) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.LockFilePath != "" {
+		release, err := takeLock(opts, cancel)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	registry := prometheus.NewRegistry()
+	runtime, images, err := connectRuntime(ctx, opts, registry)
+	if err != nil {
+		return err
+	}
+	defer runtime.Close(context.Background())
+	defer images.Close(context.Background())
+	if err := makeDirectories(opts); err != nil {
+		return err
+	}
+	state := kubelet.NewRuntimeState(runtime, runtimeStatusPeriod, opts.Config.RuntimeRequestTimeout.Duration)
+	go state.Run(ctx)
+	if err := serveHealthz(ctx, opts, state); err != nil {
+		return err
+	}
+	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
+	<-ctx.Done()
+	klog.InfoS("nodelet stopping; containers are left running")
+	return nil
+}
+
+// takeLock holds --lock-file and, with --exit-on-lock-contention, stops nodelet when
+// another process opens the file.
+func takeLock(opts *config.Options, stop context.CancelFunc) (func(), error) {
+	klog.InfoS("Acquiring lock file", "path", opts.LockFilePath)
+	lock, err := lockfile.Acquire(opts.LockFilePath)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ExitOnLockContention {
+		contended, err := lockfile.WatchContention(opts.LockFilePath)
+		if err != nil {
+			lock.Release()
+			return nil, err
+		}
+		go func() {
+			<-contended
+			klog.InfoS("Lock file contention detected, stepping aside", "path", opts.LockFilePath)
+			stop()
+		}()
+	}
+	return func() { lock.Release() }, nil
+}
+
+// connectRuntime dials the runtime and image services, checks that the runtime speaks
+// CRI v1 and logs what it is.
+func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+	cfg := opts.Config
+	timeout := cfg.RuntimeRequestTimeout.Duration
+	metrics, err := cri.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics))
+	if err != nil {
+		return nil, nil, err
+	}
+	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
+	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics))
+	if err != nil {
+		runtime.Close(ctx)
+		return nil, nil, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, runtimeConnectTimeout)
+	defer cancel()
+	v, err := runtime.Version(vctx, "v1")
+	if err != nil {
+		runtime.Close(ctx)
+		images.Close(ctx)
+		return nil, nil, fmt.Errorf("container runtime at %q: %w", cfg.ContainerRuntimeEndpoint, err)
+	}
+	klog.InfoS("Container runtime initialized", "containerRuntime", v.RuntimeName,
+		"version", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion, "endpoint", cfg.ContainerRuntimeEndpoint)
+	return runtime, images, nil
+}
+
+// makeDirectories creates the kubelet's directory tree, as upstream's setupDataDirs does.
+func makeDirectories(opts *config.Options) error {
+	root := opts.RootDirectory
+	dirs := []struct {
+		path string
+		mode os.FileMode
+	}{
+		{root, 0o750},
+		{filepath.Join(root, "pods"), 0o750},
+		{filepath.Join(root, "plugins"), 0o750},
+		{filepath.Join(root, "plugins_registry"), 0o750},
+		{filepath.Join(root, "pod-resources"), 0o750},
+		{opts.Config.PodLogsDir, 0o755},
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("create directory %q: %w", d.path, err)
+		}
+	}
+	return nil
+}
+
+// serveHealthz binds the healthz port (0 disables it) and serves it in the background.
+func serveHealthz(ctx context.Context, opts *config.Options, state *kubelet.RuntimeState) error {
+	port := *opts.Config.HealthzPort
+	if port == 0 {
+		return nil
+	}
+	srv, err := server.ListenHealthz(opts.Config.HealthzBindAddress, port,
+		server.HealthCheck{Name: "runtime", Check: state.RuntimeErr})
+	if err != nil {
+		return err
+	}
+	klog.InfoS("Serving healthz", "address", srv.Addr())
+	go srv.Serve(ctx)
+	return nil
+}

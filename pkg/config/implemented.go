@@ -1,0 +1,29 @@
+package config
+
+// implementedFields are the configuration fields (JSON paths) that nodelet acts on today.
+// A flag for any other field is accepted with a warning; extend this list as features land.
+var implementedFields = map[string]bool{
+	"containerRuntimeEndpoint": true,
+	"imageServiceEndpoint":     true,
+	"runtimeRequestTimeout":    true,
+	"healthzPort":              true,
+	"healthzBindAddress":       true,
+	"podLogsDir":               true,
+}
+
+// implementedCommandFlags are the command-only flags nodelet acts on today.
+var implementedCommandFlags = map[string]bool{
+	"root-dir":                true,
+	"lock-file":               true,
+	"exit-on-lock-contention": true,
+	"hostname-override":       true,
+	"v":                       true,
+	"vmodule":                 true,
+}
+
+func implementedFlag(spec flagSpec) bool {
+	if spec.Kind == configFlag {
+		return implementedFields[spec.Field]
+	}
+	return implementedCommandFlags[spec.Name]
+}
