@@ -41,6 +41,7 @@ KubeletConfiguration file and runs pods on a CRI v1 container runtime (container
 			return runNodelet(cmd, args)
 		},
 	}
+	cmd.AddCommand(newPodsCommand(), newLogsCommand())
 	return cmd
 }
 

@@ -1,0 +1,276 @@
+package images
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// AuthConfig is one set of registry credentials, as the CRI takes them.
+type AuthConfig struct {
+	Username      string `json:"username,omitempty"`
+	Password      string `json:"password,omitempty"`
+	Auth          string `json:"auth,omitempty"`
+	Email         string `json:"email,omitempty"`
+	ServerAddress string `json:"serveraddress,omitempty"`
+	IdentityToken string `json:"identitytoken,omitempty"`
+	RegistryToken string `json:"registrytoken,omitempty"`
+}
+
+// DockerConfig is the legacy .dockercfg format (the kubernetes.io/dockercfg secret): a
+// map from registry (host, host/path or URL; the host may hold * globs) to credentials.
+type DockerConfig map[string]DockerConfigEntry
+
+// DockerConfigJSON is the ~/.docker/config.json format (the
+// kubernetes.io/dockerconfigjson secret).
+type DockerConfigJSON struct {
+	Auths       DockerConfig      `json:"auths"`
+	HTTPHeaders map[string]string `json:"HttpHeaders,omitempty"`
+}
+
+// DockerConfigEntry is one registry's credentials. In JSON, a non-empty "auth" field
+// (base64 of user:password) wins over "username" and "password".
+type DockerConfigEntry struct {
+	Username string
+	Password string
+	Email    string
+}
+
+type dockerConfigEntryJSON struct {
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	Email    string `json:"email,omitempty"`
+	Auth     string `json:"auth,omitempty"`
+}
+
+// UnmarshalJSON reads an entry, decoding its "auth" field.
+func (e *DockerConfigEntry) UnmarshalJSON(data []byte) error {
+	var raw dockerConfigEntryJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	e.Username, e.Password, e.Email = raw.Username, raw.Password, raw.Email
+	if raw.Auth == "" {
+		return nil
+	}
+	var err error
+	e.Username, e.Password, err = decodeAuthField(raw.Auth)
+	return err
+}
+
+// MarshalJSON writes an entry with its "auth" field, as docker does.
+func (e DockerConfigEntry) MarshalJSON() ([]byte, error) {
+	auth := base64.StdEncoding.EncodeToString([]byte(e.Username + ":" + e.Password))
+	return json.Marshal(dockerConfigEntryJSON{Username: e.Username, Password: e.Password, Email: e.Email, Auth: auth})
+}
+
+// decodeAuthField reads base64(user:password); padding is optional, as with docker.
+func decodeAuthField(field string) (username, password string, err error) {
+	enc := base64.RawStdEncoding
+	if strings.HasSuffix(strings.TrimSpace(field), "=") {
+		enc = base64.StdEncoding
+	}
+	decoded, err := enc.DecodeString(field)
+	if err != nil {
+		return "", "", err
+	}
+	username, password, ok := strings.Cut(string(decoded), ":")
+	if !ok {
+		return "", "", errors.New("unable to parse auth field, must be formatted as base64(username:password)")
+	}
+	return username, password, nil
+}
+
+// Keyring finds the credentials to try for an image.
+type Keyring interface {
+	// Lookup takes a normalized repository such as "docker.io/library/busybox" and returns
+	// every matching credential, most specific registry first; ok is false when none match.
+	Lookup(repo string) (creds []AuthConfig, ok bool)
+}
+
+// BasicKeyring indexes docker configs by registry key. Keys are kept in reverse
+// lexical order, so "quay.io/org" is tried before "quay.io".
+type BasicKeyring struct {
+	index []string
+	creds map[string][]AuthConfig
+}
+
+// Add indexes every entry of cfg; credentials under an already known key are appended
+// after the earlier ones. Entries that are not URLs are skipped.
+func (k *BasicKeyring) Add(cfg DockerConfig) {
+	if k.creds == nil {
+		k.creds = map[string][]AuthConfig{}
+	}
+	for loc, entry := range cfg {
+		key, err := registryKey(loc)
+		if err != nil {
+			klog.ErrorS(err, "Ignoring invalid registry in docker config", "registry", loc)
+			continue
+		}
+		k.creds[key] = append(k.creds[key], AuthConfig{Username: entry.Username, Password: entry.Password, Email: entry.Email})
+		if !slices.Contains(k.index, key) {
+			k.index = append(k.index, key)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(k.index)))
+}
+
+// registryKey turns a config location into host[:port][/path]: the scheme is dropped and
+// docker's /v1/ and /v2/ API prefixes count as the bare host.
+func registryKey(loc string) (string, error) {
+	value := loc
+	if !strings.HasPrefix(value, "https://") && !strings.HasPrefix(value, "http://") {
+		value = "https://" + value
+	}
+	u, err := url.Parse(value)
+	if err != nil {
+		return "", err
+	}
+	path := u.Path
+	if strings.HasPrefix(path, "/v2/") || strings.HasPrefix(path, "/v1/") {
+		path = path[3:]
+	}
+	if path == "" || path == "/" {
+		return u.Host, nil
+	}
+	return u.Host + path, nil
+}
+
+// Lookup returns the credentials of every key that matches repo. When none does and repo
+// is on Docker Hub, the credentials stored for index.docker.io (what `docker login`
+// writes as https://index.docker.io/v1/) are used.
+func (k *BasicKeyring) Lookup(repo string) ([]AuthConfig, bool) {
+	var out []AuthConfig
+	for _, key := range k.index {
+		if ok, _ := URLsMatch(key, repo); ok {
+			out = append(out, k.creds[key]...)
+		}
+	}
+	if len(out) > 0 {
+		return out, true
+	}
+	if isDockerHub(repo) {
+		if creds, ok := k.creds[legacyDomain]; ok {
+			return creds, true
+		}
+	}
+	return nil, false
+}
+
+// isDockerHub tells whether repo would be pulled from Docker Hub: no registry host, or
+// docker.io / index.docker.io.
+func isDockerHub(repo string) bool {
+	first, _, found := strings.Cut(repo, "/")
+	switch {
+	case first == "":
+		return false
+	case !found, first == defaultDomain, first == legacyDomain:
+		return true
+	}
+	return !strings.ContainsAny(first, ".:")
+}
+
+// URLsMatch reports whether target (a schemeless host[:port][/path]) falls under glob:
+// same port, same number of host labels each matching glob's (which may hold * and
+// other filepath.Match patterns, e.g. "*.example.com"), and glob's path a prefix of
+// target's.
+func URLsMatch(glob, target string) (bool, error) {
+	globURL, err := url.Parse("https://" + glob)
+	if err != nil {
+		return false, err
+	}
+	targetURL, err := url.Parse("https://" + target)
+	if err != nil {
+		return false, err
+	}
+	globLabels, globPort := splitHost(globURL.Host)
+	targetLabels, targetPort := splitHost(targetURL.Host)
+	if globPort != targetPort || len(globLabels) != len(targetLabels) {
+		return false, nil
+	}
+	if !strings.HasPrefix(targetURL.Path, globURL.Path) {
+		return false, nil
+	}
+	for i, pattern := range globLabels {
+		ok, err := filepath.Match(pattern, targetLabels[i])
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// splitHost splits a host into its dot-separated labels and its port ("" if none).
+func splitHost(hostport string) (labels []string, port string) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	return strings.Split(host, "."), port
+}
+
+// UnionKeyring asks each keyring in turn and returns all their credentials in order.
+type UnionKeyring []Keyring
+
+// Lookup implements Keyring.
+func (u UnionKeyring) Lookup(repo string) ([]AuthConfig, bool) {
+	var out []AuthConfig
+	for _, k := range u {
+		if k == nil {
+			continue
+		}
+		creds, _ := k.Lookup(repo)
+		out = append(out, creds...)
+	}
+	return out, len(out) > 0
+}
+
+// KeyringFromSecrets indexes the docker credentials in the pod's pull secrets
+// (kubernetes.io/dockerconfigjson and kubernetes.io/dockercfg; others are ignored) ahead
+// of fallback, which may be nil. A secret whose config does not parse is an error.
+func KeyringFromSecrets(secrets []v1.Secret, fallback Keyring) (Keyring, error) {
+	fromSecrets := &BasicKeyring{}
+	found := false
+	for i := range secrets {
+		cfg, ok, err := dockerConfigOfSecret(&secrets[i])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			fromSecrets.Add(cfg)
+			found = true
+		}
+	}
+	if !found {
+		return fallback, nil
+	}
+	return UnionKeyring{fromSecrets, fallback}, nil
+}
+
+// dockerConfigOfSecret reads the docker config of a pull secret; ok is false when the
+// secret is of another type or carries no config.
+func dockerConfigOfSecret(s *v1.Secret) (cfg DockerConfig, ok bool, err error) {
+	switch data := s.Data; {
+	case s.Type == v1.SecretTypeDockerConfigJson && len(data[v1.DockerConfigJsonKey]) > 0:
+		var cj DockerConfigJSON
+		if err := json.Unmarshal(data[v1.DockerConfigJsonKey], &cj); err != nil {
+			return nil, false, err
+		}
+		return cj.Auths, true, nil
+	case s.Type == v1.SecretTypeDockercfg && len(data[v1.DockerConfigKey]) > 0:
+		if err := json.Unmarshal(data[v1.DockerConfigKey], &cfg); err != nil {
+			return nil, false, err
+		}
+		return cfg, true, nil
+	}
+	return nil, false, nil
+}

@@ -1,0 +1,126 @@
+package kubelet
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/podworkers"
+)
+
+// housekeeper removes what belongs to pods nobody wants any more (upstream's
+// HandlePodCleanups). It never acts before every source has been seen once, so a
+// restarted nodelet does not kill pods its sources simply have not listed yet.
+type housekeeper struct {
+	k          *Kubelet
+	warnedOnce bool
+}
+
+func (h *housekeeper) run(ctx context.Context) {
+	if !h.k.deps.SourcesReady() {
+		if !h.warnedOnce {
+			klog.V(2).InfoS("Skipping housekeeping until all pod sources are ready")
+			h.warnedOnce = true
+		}
+		return
+	}
+	start := time.Now()
+	desired := h.k.pods.GetPods()
+	desiredUIDs := map[types.UID]bool{}
+	for _, p := range desired {
+		desiredUIDs[p.UID] = true
+	}
+	known := h.k.workers.SyncKnownPods(desired)
+	h.killOrphans(ctx, desiredUIDs, known)
+	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
+	h.removeOrphanedDirs(desiredUIDs)
+	h.removeOrphanedCgroups(ctx, desiredUIDs)
+	klog.V(4).InfoS("Housekeeping done", "duration", time.Since(start))
+}
+
+// killOrphans stops runtime pods that no source wants and no worker owns: left over from
+// a previous nodelet, or removed while nodelet was down.
+func (h *housekeeper) killOrphans(ctx context.Context, desired map[types.UID]bool, known map[types.UID]podworkers.PodWorkerState) {
+	running, err := h.k.deps.Runtime.GetPods(ctx, false)
+	if err != nil {
+		klog.ErrorS(err, "Housekeeping: listing running pods failed")
+		return
+	}
+	for _, rp := range running {
+		if desired[rp.ID] {
+			continue
+		}
+		if _, owned := known[rp.ID]; owned {
+			continue
+		}
+		h.k.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: rp, UpdateType: podworkers.SyncPodKill, StartTime: time.Now()})
+	}
+}
+
+// removeOrphanedDirs deletes pod directories of pods that are neither desired nor still
+// being torn down.
+func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
+	uids, err := h.k.deps.Volumes.PodDirs()
+	if err != nil {
+		klog.ErrorS(err, "Housekeeping: listing pod directories failed")
+		return
+	}
+	for _, uid := range uids {
+		if desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) {
+			continue
+		}
+		if err := h.k.deps.Volumes.CleanupPod(uid); err != nil {
+			klog.ErrorS(err, "Housekeeping: removing pod directory failed", "podUID", uid)
+		}
+	}
+}
+
+// removeOrphanedCgroups deletes pod cgroups of pods that are not desired and have nothing
+// running in the runtime.
+func (h *housekeeper) removeOrphanedCgroups(ctx context.Context, desired map[types.UID]bool) {
+	cgroups := h.k.deps.Cgroups.Pods()
+	if len(cgroups) == 0 {
+		return
+	}
+	running, err := h.k.deps.Runtime.GetPods(ctx, false)
+	if err != nil {
+		return
+	}
+	busy := map[types.UID]bool{}
+	for _, rp := range running {
+		busy[rp.ID] = true
+	}
+	for uid := range cgroups {
+		if desired[uid] || busy[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) {
+			continue
+		}
+		if err := h.k.deps.Cgroups.Remove(uid); err != nil {
+			klog.V(2).InfoS("Housekeeping: pod cgroup not removed yet", "podUID", uid, "err", err)
+		}
+	}
+}
+
+// garbageCollect runs container GC; pods are "deleted" for GC once no source wants them
+// and their worker is done.
+func (k *Kubelet) garbageCollect(ctx context.Context) {
+	if err := k.deps.Runtime.GarbageCollect(ctx, k.cfg.GCPolicy, k.deps.SourcesReady(), false); err != nil {
+		klog.ErrorS(err, "Container garbage collection failed")
+	}
+}
+
+// IsPodDeleted tells the garbage collector that a pod's containers may all go.
+func (k *Kubelet) IsPodDeleted(uid types.UID) bool {
+	_, desired := k.pods.GetPodByUID(uid)
+	return !desired && k.workers.ShouldPodContentBeRemoved(uid)
+}
+
+// IsPodTerminated tells the garbage collector that a pod's containers are all stopped.
+func (k *Kubelet) IsPodTerminated(uid types.UID) bool {
+	if k.IsPodDeleted(uid) {
+		return true
+	}
+	st, ok := k.deps.Status.GetPodStatus(uid)
+	return ok && isTerminalPhase(st.Phase)
+}

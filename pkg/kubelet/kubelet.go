@@ -1,0 +1,137 @@
+package kubelet
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/pleg"
+	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/status"
+)
+
+// Volumes prepares and releases pod volumes and directories.
+type Volumes interface {
+	SetUpPod(pod *v1.Pod) error
+	CleanupPod(uid types.UID) error
+	PodDirs() ([]types.UID, error)
+}
+
+// Cgroups lists and removes pod cgroups.
+type Cgroups interface {
+	Pods() map[types.UID]bool
+	Remove(uid types.UID) error
+}
+
+// SourcesReady reports whether every pod source has delivered its first full list; before
+// that, nothing unknown may be cleaned up.
+type SourcesReady func() bool
+
+// Config is the loop's tuning, from the KubeletConfiguration.
+type Config struct {
+	NodeName           string
+	HostIPs            []string
+	SyncFrequency      time.Duration
+	HousekeepingPeriod time.Duration
+	MaxPods            int
+	GCPolicy           container.GCPolicy
+	// GCPeriod is how often container garbage collection runs (upstream: 1 minute).
+	GCPeriod time.Duration
+}
+
+// Deps are the components the loop drives; each is a small interface or a package of its own.
+type Deps struct {
+	Runtime      container.Runtime
+	PLEG         pleg.PodLifecycleEventGenerator
+	PLEGEvents   chan *pleg.PodLifecycleEvent
+	Cache        podcache.Cache
+	Status       status.Manager
+	Volumes      Volumes
+	Cgroups      Cgroups
+	Recorder     record.EventRecorder
+	RuntimeState *RuntimeState
+	Liveness     results.Manager
+	Readiness    results.Manager
+	Startup      results.Manager
+	SourcesReady SourcesReady
+	Clock        clock.Clock
+}
+
+// Kubelet is the loop: it turns pod updates, runtime events and timers into pod-worker work.
+type Kubelet struct {
+	cfg         Config
+	deps        Deps
+	pods        *podmanager.Manager
+	workers     *podworkers.PodWorkers
+	workQueue   *podworkers.WorkQueue
+	reasons     *status.ReasonCache
+	backOff     *flowcontrol.Backoff
+	rejected    sets.Set[types.UID]
+	housekeeper *housekeeper
+}
+
+// New wires the loop.
+func New(cfg Config, deps Deps) *Kubelet {
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	k := &Kubelet{
+		cfg:       cfg,
+		deps:      deps,
+		pods:      podmanager.New(),
+		workQueue: podworkers.NewWorkQueue(deps.Clock),
+		reasons:   status.NewReasonCache(),
+		// CrashLoopBackOff: 10 s doubling to 5 min, as upstream.
+		backOff:  flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
+		rejected: sets.New[types.UID](),
+	}
+	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
+	k.housekeeper = &housekeeper{k: k}
+	return k
+}
+
+// Pods lists the desired pods (for the local API and CLI).
+func (k *Kubelet) Pods() []*v1.Pod { return k.pods.GetPods() }
+
+// PodByName finds a desired pod.
+func (k *Kubelet) PodByName(namespace, name string) (*v1.Pod, bool) {
+	return k.pods.GetPodByName(namespace, name)
+}
+
+// PodStatus returns the status the kubelet last computed for a pod.
+func (k *Kubelet) PodStatus(uid types.UID) (v1.PodStatus, bool) {
+	return k.deps.Status.GetPodStatus(uid)
+}
+
+// Run starts the PLEG, the status manager and garbage collection, then runs the sync loop
+// until ctx ends.
+func (k *Kubelet) Run(ctx context.Context, updates <-chan podUpdate) {
+	k.deps.Status.Start(ctx)
+	k.deps.PLEG.Start()
+	defer k.deps.PLEG.Stop()
+	go k.runContainerGC(ctx)
+	k.syncLoop(ctx, updates)
+}
+
+func (k *Kubelet) runContainerGC(ctx context.Context) {
+	t := k.deps.Clock.NewTicker(k.cfg.GCPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			k.garbageCollect(ctx)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/status"
+)
+
+// SyncPod converges one pod (the pod worker's "sync" phase): publish its status, prepare
+// volumes, then let the runtime manager do the rest.
+func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, ps *container.PodStatus) (bool, error) {
+	apiStatus := k.generateStatus(pod, ps, false)
+	k.deps.Status.SetPodStatus(pod, apiStatus)
+	if isTerminalPhase(apiStatus.Phase) {
+		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
+		return true, nil
+	}
+	if err := k.deps.Volumes.SetUpPod(pod); err != nil {
+		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
+		return false, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
+	}
+	result := k.deps.Runtime.SyncPod(ctx, pod, ps, nil, k.backOff)
+	k.reasons.Update(pod.UID, result)
+	if err := result.Error(); err != nil {
+		if onlyBackOff(result) {
+			return false, podworkers.ErrBackOffWait
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// onlyBackOff reports results whose failures are all back-offs (CrashLoopBackOff,
+// ImagePullBackOff): expected waiting, not sync errors.
+func onlyBackOff(r container.PodSyncResult) bool {
+	if r.SyncError != nil {
+		return false
+	}
+	for _, sr := range r.SyncResults {
+		if sr.Error != nil && !errors.Is(sr.Error, container.ErrCrashLoopBackOff) && !errors.Is(sr.Error, images.ErrImagePullBackOff) {
+			return false
+		}
+	}
+	return true
+}
+
+// SyncTerminatingPod stops the pod's containers within the grace period and publishes the
+// resulting status; it succeeds only when nothing is left running.
+func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus, gracePeriod *int64, statusFn func(*v1.PodStatus)) error {
+	klog.V(2).InfoS("Pod terminating", "pod", klog.KObj(pod), "gracePeriod", gracePeriod)
+	apiStatus := k.generateStatus(pod, ps, false)
+	if statusFn != nil {
+		statusFn(&apiStatus)
+	}
+	k.deps.Status.SetPodStatus(pod, apiStatus)
+	running := container.ConvertPodStatusToRunningPod(k.deps.Runtime.Type(), ps)
+	if err := k.deps.Runtime.KillPod(ctx, pod, running, gracePeriod); err != nil {
+		return fmt.Errorf("killing pod %q: %w", klog.KObj(pod), err)
+	}
+	after, err := k.deps.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	if n := len(after.RunningContainerStatuses()); n > 0 {
+		return fmt.Errorf("pod %q still has %d running containers after kill", klog.KObj(pod), n)
+	}
+	k.deps.Cache.Set(pod.UID, after, nil, k.deps.Clock.Now())
+	final := k.generateStatus(pod, after, true)
+	if statusFn != nil {
+		statusFn(&final)
+	}
+	k.deps.Status.SetPodStatus(pod, final)
+	k.deps.Status.TerminatePod(pod)
+	klog.V(2).InfoS("Pod termination finished", "pod", klog.KObj(pod))
+	return nil
+}
+
+// SyncTerminatingRuntimePod kills a pod found in the runtime that no source asks for.
+func (k *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, running *container.Pod) error {
+	klog.InfoS("Killing orphaned pod found in the runtime", "pod", klog.KRef(running.Namespace, running.Name), "podUID", running.ID)
+	zero := int64(1)
+	return k.deps.Runtime.KillPod(ctx, nil, *running, &zero)
+}
+
+// SyncTerminatedPod releases what a stopped pod held: its volumes and directory, and its
+// cgroup. Containers are left for the garbage collector (and logs for `logs --previous`).
+func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus) error {
+	if _, desired := k.pods.GetPodByUID(pod.UID); !desired {
+		if err := k.deps.Volumes.CleanupPod(pod.UID); err != nil {
+			return err
+		}
+	}
+	if err := k.deps.Cgroups.Remove(pod.UID); err != nil {
+		klog.V(2).InfoS("Pod cgroup not removed yet", "pod", klog.KObj(pod), "err", err)
+	}
+	return nil
+}
+
+// generateStatus computes the API status from the runtime's view.
+func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal bool) v1.PodStatus {
+	old, ok := k.deps.Status.GetPodStatus(pod.UID)
+	if !ok {
+		old = pod.Status
+	}
+	return status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
+		PodIsTerminal: terminal,
+		HostIPs:       k.cfg.HostIPs,
+		Readiness:     k.deps.Readiness,
+		Startup:       k.deps.Startup,
+		BackOffReasons: func(name string) (string, string, bool) {
+			return k.reasons.Get(pod.UID, name)
+		},
+		Now: time.Now,
+	})
+}

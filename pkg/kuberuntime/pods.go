@@ -1,0 +1,330 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	kubelettypes "k8s.io/kubelet/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+)
+
+// GetPods lists the pods found in the runtime, grouped by the pod UID of their sandbox
+// metadata or container labels, newest pod first; sandboxes and containers are newest
+// first too. all=false keeps only ready sandboxes and running containers.
+func (m *Manager) GetPods(ctx context.Context, all bool) ([]*container.Pod, error) {
+	sandboxes, err := m.listSandboxes(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	containers, err := m.listContainers(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	pods := map[types.UID]*container.Pod{}
+	for _, s := range sandboxes {
+		if s.GetMetadata() == nil || s.Id == "" {
+			klog.V(4).InfoS("Sandbox does not have metadata", "sandbox", s)
+			continue
+		}
+		md := s.GetMetadata()
+		p := podEntry(pods, types.UID(md.Uid), md.Name, md.Namespace)
+		p.Sandboxes = append(p.Sandboxes, m.sandboxToContainer(s))
+		p.CreatedAt = max(p.CreatedAt, s.CreatedAt)
+	}
+	for _, c := range containers {
+		if c.GetMetadata() == nil || c.Id == "" {
+			klog.V(4).InfoS("Container does not have metadata", "container", c)
+			continue
+		}
+		info := criconfig.GetContainerInfoFromLabels(c.Labels)
+		p := podEntry(pods, info.PodUID, info.PodName, info.PodNamespace)
+		p.Containers = append(p.Containers, m.toContainer(c))
+	}
+	return sortedPods(pods), nil
+}
+
+func podEntry(pods map[types.UID]*container.Pod, uid types.UID, name, namespace string) *container.Pod {
+	p, ok := pods[uid]
+	if !ok {
+		p = &container.Pod{ID: uid, Name: name, Namespace: namespace}
+		pods[uid] = p
+	}
+	return p
+}
+
+// sortedPods orders pods, and their sandboxes and containers, newest first: several pods
+// of one name can coexist while an old one terminates, and name lookups must find the new.
+func sortedPods(pods map[types.UID]*container.Pod) []*container.Pod {
+	out := make([]*container.Pod, 0, len(pods))
+	for _, p := range pods {
+		sortNewestFirst(p.Sandboxes)
+		sortNewestFirst(p.Containers)
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+func sortNewestFirst(cs []*container.Container) {
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].CreatedAt > cs[j].CreatedAt })
+}
+
+func (m *Manager) listSandboxes(ctx context.Context, all bool) ([]*runtimeapi.PodSandbox, error) {
+	var filter *runtimeapi.PodSandboxFilter
+	if !all {
+		filter = &runtimeapi.PodSandboxFilter{
+			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		}
+	}
+	sandboxes, err := m.runtime.ListPodSandbox(ctx, filter)
+	if err != nil {
+		klog.ErrorS(err, "Failed to list pod sandboxes")
+		return nil, err
+	}
+	return sandboxes, nil
+}
+
+func (m *Manager) listContainers(ctx context.Context, all bool) ([]*runtimeapi.Container, error) {
+	filter := &runtimeapi.ContainerFilter{}
+	if !all {
+		filter.State = &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	}
+	containers, err := m.runtime.ListContainers(ctx, filter)
+	if err != nil {
+		klog.ErrorS(err, "ListContainers failed")
+		return nil, err
+	}
+	return containers, nil
+}
+
+func (m *Manager) sandboxToContainer(s *runtimeapi.PodSandbox) *container.Container {
+	return &container.Container{
+		ID:        container.BuildContainerID(m.runtimeName, s.Id),
+		State:     sandboxState(s.State),
+		CreatedAt: s.CreatedAt,
+	}
+}
+
+// sandboxState maps a sandbox state onto a container state, as PLEG expects.
+func sandboxState(s runtimeapi.PodSandboxState) container.State {
+	switch s {
+	case runtimeapi.PodSandboxState_SANDBOX_READY:
+		return container.ContainerStateRunning
+	case runtimeapi.PodSandboxState_SANDBOX_NOTREADY:
+		return container.ContainerStateExited
+	default:
+		return container.ContainerStateUnknown
+	}
+}
+
+func (m *Manager) toContainer(c *runtimeapi.Container) *container.Container {
+	return &container.Container{
+		ID:        container.BuildContainerID(m.runtimeName, c.Id),
+		Name:      c.GetMetadata().GetName(),
+		Image:     c.GetImage().GetImage(),
+		ImageID:   imageID(c.ImageId, c.ImageRef),
+		ImageRef:  c.ImageRef,
+		Hash:      criconfig.GetContainerInfoFromAnnotations(c.Annotations).Hash,
+		State:     container.StateFromCRI(c.State),
+		CreatedAt: c.CreatedAt,
+	}
+}
+
+// imageID prefers the CRI image_id field (added in v1.30) over the older image_ref.
+func imageID(id, ref string) string {
+	if id != "" {
+		return id
+	}
+	return ref
+}
+
+// GetPodStatus reads every sandbox and container of the pod, newest first. The pod IPs
+// come from the newest sandbox when it is ready.
+func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*container.PodStatus, error) {
+	status := &container.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.clock.Now()}
+	sandboxes, err := m.sandboxStatuses(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	status.SandboxStatuses = sandboxes
+	if len(sandboxes) > 0 && sandboxes[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		status.IPs = determinePodSandboxIPs(namespace, name, sandboxes[0])
+	}
+	status.ContainerStatuses, err = m.podContainerStatuses(ctx, uid)
+	if err != nil {
+		klog.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
+		return nil, err
+	}
+	return status, nil
+}
+
+// sandboxStatuses returns the statuses of the pod's sandboxes, newest first. A sandbox
+// removed between the list and the status call is skipped.
+func (m *Manager) sandboxStatuses(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSandboxStatus, error) {
+	ids, err := m.sandboxIDsOfPod(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	var out []*runtimeapi.PodSandboxStatus
+	for _, id := range ids {
+		resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetStatus() == nil {
+			return nil, errors.New("pod sandbox status is nil")
+		}
+		out = append(out, resp.GetStatus())
+	}
+	return out, nil
+}
+
+// sandboxIDsOfPod lists the pod's sandbox IDs by its UID label, newest first.
+func (m *Manager) sandboxIDsOfPod(ctx context.Context, uid types.UID) ([]string, error) {
+	sandboxes, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: string(uid)},
+	})
+	if err != nil {
+		klog.ErrorS(err, "Failed to list sandboxes for pod", "podUID", uid)
+		return nil, err
+	}
+	sort.SliceStable(sandboxes, func(i, j int) bool { return sandboxes[i].CreatedAt > sandboxes[j].CreatedAt })
+	ids := make([]string, len(sandboxes))
+	for i, s := range sandboxes {
+		ids[i] = s.Id
+	}
+	return ids, nil
+}
+
+// podContainerStatuses reads the status of every container labelled with the pod's UID,
+// newest first. A container removed between the list and the status call is skipped.
+func (m *Manager) podContainerStatuses(ctx context.Context, uid types.UID) ([]*container.Status, error) {
+	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: string(uid)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	statuses := []*container.Status{}
+	for _, c := range containers {
+		resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
+		if cri.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if resp.GetStatus() == nil {
+			return nil, cri.ErrContainerStatusNil
+		}
+		statuses = append(statuses, m.toStatus(ctx, resp.GetStatus()))
+	}
+	sortStatusesNewestFirst(statuses)
+	return statuses, nil
+}
+
+func sortStatusesNewestFirst(s []*container.Status) {
+	sort.SliceStable(s, func(i, j int) bool { return s[i].CreatedAt.After(s[j].CreatedAt) })
+}
+
+// toStatus converts a CRI container status, adding the termination message of an exited
+// container.
+func (m *Manager) toStatus(ctx context.Context, s *runtimeapi.ContainerStatus) *container.Status {
+	ann := criconfig.GetContainerInfoFromAnnotations(s.Annotations)
+	name := criconfig.GetContainerInfoFromLabels(s.Labels).ContainerName
+	if name == "" {
+		name = s.GetMetadata().GetName()
+	}
+	out := &container.Status{
+		ID:           container.BuildContainerID(m.runtimeName, s.Id),
+		Name:         name,
+		State:        container.StateFromCRI(s.State),
+		CreatedAt:    time.Unix(0, s.CreatedAt),
+		Image:        s.GetImage().GetImage(),
+		ImageID:      imageID(s.ImageId, s.ImageRef),
+		ImageRef:     s.ImageRef,
+		Hash:         ann.Hash,
+		RestartCount: ann.RestartCount,
+		Resources:    s.Resources,
+	}
+	if s.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		// The container was started at some point.
+		out.StartedAt = time.Unix(0, s.StartedAt)
+	}
+	if s.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		out.Reason, out.Message = s.Reason, s.Message
+		out.ExitCode = int(s.ExitCode)
+		out.FinishedAt = time.Unix(0, s.FinishedAt)
+		m.addTerminationMessage(ctx, out, s, ann)
+	}
+	return out
+}
+
+// determinePodSandboxIPs returns the primary and additional IPs of a sandbox; an
+// unparseable IP makes the whole answer nil, as upstream.
+func determinePodSandboxIPs(namespace, name string, s *runtimeapi.PodSandboxStatus) []string {
+	if s.GetNetwork() == nil {
+		klog.InfoS("Pod Sandbox status doesn't have network information, cannot report IPs", "pod", klog.KRef(namespace, name))
+		return []string{}
+	}
+	ips := []string{}
+	if ip := s.Network.Ip; ip != "" {
+		if net.ParseIP(ip) == nil {
+			klog.InfoS("Pod Sandbox reported an unparseable primary IP", "pod", klog.KRef(namespace, name), "IP", ip)
+			return nil
+		}
+		ips = append(ips, ip)
+	}
+	for _, extra := range s.Network.AdditionalIps {
+		if net.ParseIP(extra.GetIp()) == nil {
+			klog.InfoS("Pod Sandbox reported an unparseable additional IP", "pod", klog.KRef(namespace, name), "IP", extra.GetIp())
+			return nil
+		}
+		ips = append(ips, extra.GetIp())
+	}
+	return ips
+}
+
+// GeneratePodStatus builds a pod status from a CRI container event (for evented PLEG).
+func (m *Manager) GeneratePodStatus(event *runtimeapi.ContainerEventResponse) *container.PodStatus {
+	sb := event.GetPodSandboxStatus()
+	md := sb.GetMetadata()
+	status := &container.PodStatus{
+		ID:        types.UID(md.GetUid()),
+		Name:      md.GetName(),
+		Namespace: md.GetNamespace(),
+		TimeStamp: m.clock.Now(),
+	}
+	if sb != nil {
+		status.IPs = determinePodSandboxIPs(md.GetNamespace(), md.GetName(), sb)
+		status.SandboxStatuses = []*runtimeapi.PodSandboxStatus{sb}
+	}
+	status.ContainerStatuses = []*container.Status{}
+	for _, cs := range event.GetContainersStatuses() {
+		status.ContainerStatuses = append(status.ContainerStatuses, m.toStatus(context.Background(), cs))
+	}
+	sortStatusesNewestFirst(status.ContainerStatuses)
+	return status
+}
+
+// podFullName is upstream's format.Pod: "name_namespace(uid)".
+func podFullName(pod *v1.Pod) string {
+	if pod == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}

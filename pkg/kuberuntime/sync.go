@@ -1,0 +1,262 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+)
+
+// SyncPod makes the runtime match pod, in upstream's steps:
+//
+//  1. compute sandbox and container changes;
+//  2. kill the pod if its sandbox changed (or nothing is left to run);
+//  3. otherwise kill the containers that must not run;
+//  4. create the sandbox if needed;
+//  5. start ephemeral containers;
+//  6. start init containers;
+//  7. report resizes that would need in-place updates (not supported yet);
+//  8. start regular containers.
+//
+// backOff rate-limits container restarts (CrashLoopBackOff).
+func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container.PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) (result container.PodSyncResult) {
+	if podStatus == nil {
+		podStatus = &container.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	}
+	changes := m.computePodActions(pod, podStatus)
+	klog.V(3).InfoS("computePodActions got for pod", "podActions", changes, "pod", klog.KObj(pod))
+	if changes.CreateSandbox && changes.SandboxID != "" {
+		m.recordPodEvent(pod, v1.EventTypeNormal, eventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	}
+
+	if !m.killForSync(ctx, pod, podStatus, changes, &result) {
+		return result
+	}
+	// Keep terminated init containers in check; GC would get them too, later.
+	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
+
+	if hasWorkToStart(changes) && !m.setUpVolumes(pod, &result) {
+		return result
+	}
+
+	// Containers learn the pod IPs (hosts file, downward API) from here, not from the
+	// status manager, which may not know a new sandbox's IPs yet.
+	podIPs := podStatus.IPs
+	sandboxID := changes.SandboxID
+	if changes.CreateSandbox {
+		id, ips, ok := m.createSandboxForSync(ctx, pod, changes.Attempt, &result)
+		if !ok {
+			return result
+		}
+		sandboxID = id
+		if !pod.Spec.HostNetwork {
+			// A host-network pod keeps the IPs it had.
+			podIPs = ips
+		}
+	}
+
+	configResult := container.NewSyncResult(container.ConfigPodSandbox, sandboxID)
+	result.AddSyncResult(configResult)
+	sandboxConfig, err := m.generateSandboxConfig(pod, changes.Attempt)
+	if err != nil {
+		klog.ErrorS(err, "GeneratePodSandboxConfig for pod failed", "pod", klog.KObj(pod))
+		configResult.Fail(container.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", podFullName(pod), err))
+		return result
+	}
+
+	s := &podStarter{m: m, pod: pod, status: podStatus, sandboxID: sandboxID, sandboxConfig: sandboxConfig,
+		podIPs: podIPs, pullSecrets: pullSecrets, backOff: backOff, result: &result}
+	s.startAll(ctx, changes)
+	return result
+}
+
+// killForSync runs steps 2 and 3; it returns false when SyncPod must stop.
+func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, status *container.PodStatus, changes podActions, result *container.PodSyncResult) bool {
+	if changes.KillPod {
+		if changes.CreateSandbox {
+			klog.V(4).InfoS("Stopping PodSandbox for pod, will start new one", "pod", klog.KObj(pod))
+		} else {
+			klog.V(4).InfoS("Stopping PodSandbox for pod, because all other containers are dead", "pod", klog.KObj(pod))
+		}
+		killResult := m.killPodWithSyncResult(ctx, pod, container.ConvertPodStatusToRunningPod(m.runtimeName, status), nil)
+		result.AddPodSyncResult(killResult)
+		if err := killResult.Error(); err != nil {
+			klog.ErrorS(err, "killPodWithSyncResult failed")
+			return false
+		}
+		if changes.CreateSandbox {
+			m.purgeInitContainers(ctx, pod, status)
+		}
+		return true
+	}
+	for id, info := range changes.ContainersToKill {
+		klog.V(3).InfoS("Killing unwanted container for pod", "containerName", info.name, "containerID", id, "pod", klog.KObj(pod))
+		killResult := container.NewSyncResult(container.KillContainer, info.name)
+		result.AddSyncResult(killResult)
+		if err := m.killContainer(ctx, pod, id, info.name, info.message, info.reason, nil, nil); err != nil {
+			killResult.Fail(container.ErrKillContainer, err.Error())
+			klog.ErrorS(err, "killContainer for pod failed", "containerName", info.name, "containerID", id, "pod", klog.KObj(pod))
+			return false
+		}
+	}
+	return true
+}
+
+func hasWorkToStart(c podActions) bool {
+	return c.CreateSandbox || len(c.InitContainersToStart)+len(c.ContainersToStart)+len(c.EphemeralContainersToStart) > 0
+}
+
+// setUpVolumes makes the pod's volumes ready before anything of it starts (upstream's
+// kubelet waits for volumes before calling SyncPod). It returns false on failure.
+func (m *Manager) setUpVolumes(pod *v1.Pod, result *container.PodSyncResult) bool {
+	var err error
+	switch {
+	case m.volumes != nil:
+		err = m.volumes.SetUpPod(pod)
+	case len(pod.Spec.Volumes) > 0:
+		err = errors.New("the pod has volumes but nodelet's runtime manager has no volume manager")
+	}
+	if err != nil {
+		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedMountVolume, "Unable to attach or mount volumes: %v", err)
+		result.Fail(fmt.Errorf("unable to attach or mount volumes for pod %q: %w", podFullName(pod), err))
+		return false
+	}
+	return true
+}
+
+// createSandboxForSync runs step 4: a new sandbox and its IPs; ok=false when SyncPod must stop.
+func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt uint32, result *container.PodSyncResult) (string, []string, bool) {
+	klog.V(4).InfoS("Creating PodSandbox for pod", "pod", klog.KObj(pod))
+	createResult := container.NewSyncResult(container.CreatePodSandbox, podFullName(pod))
+	result.AddSyncResult(createResult)
+	id, msg, err := m.createPodSandbox(ctx, pod, attempt)
+	if err != nil {
+		if pod.DeletionTimestamp != nil || m.podState.IsPodDeleted(pod.UID) {
+			// Errors are expected while a deleted pod's resources go away.
+			klog.V(4).InfoS("Pod was deleted and sandbox failed to be created", "pod", klog.KObj(pod), "podUID", pod.UID)
+			return "", nil, false
+		}
+		createResult.Fail(container.ErrCreatePodSandbox, msg)
+		klog.ErrorS(err, "CreatePodSandbox for pod failed", "pod", klog.KObj(pod))
+		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedCreatePodSandbox, "Failed to create pod sandbox: %v", err)
+		return "", nil, false
+	}
+	klog.V(4).InfoS("Created PodSandbox for pod", "podSandboxID", id, "pod", klog.KObj(pod))
+
+	resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedStatusPodSandbox, "Unable to get pod sandbox status: %v", err)
+		klog.ErrorS(err, "Failed to get pod sandbox status; Skipping pod", "pod", klog.KObj(pod))
+		result.Fail(err)
+		return "", nil, false
+	}
+	if resp.GetStatus() == nil {
+		result.Fail(errors.New("pod sandbox status is nil"))
+		return "", nil, false
+	}
+	ips := determinePodSandboxIPs(pod.Namespace, pod.Name, resp.GetStatus())
+	klog.V(4).InfoS("Determined the ip for pod after sandbox changed", "IPs", ips, "pod", klog.KObj(pod))
+	return id, ips, true
+}
+
+// createPodSandbox creates the pod's log directory and sandbox; it returns the sandbox ID,
+// or a message and the error.
+func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, string, error) {
+	config, err := m.generateSandboxConfig(pod, attempt)
+	if err != nil {
+		return "", fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", podFullName(pod), err), err
+	}
+	if err := os.MkdirAll(config.GetLogDirectory(), 0o755); err != nil {
+		return "", fmt.Sprintf("Failed to create log directory for pod %q: %v", podFullName(pod), err), err
+	}
+	id, err := m.runtime.RunPodSandbox(ctx, config, m.opts.RuntimeHandler)
+	if err != nil {
+		return "", fmt.Sprintf("Failed to create sandbox for pod %q: %v", podFullName(pod), err), err
+	}
+	return id, "", nil
+}
+
+func (m *Manager) generateSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	cgroupParent := ""
+	if m.opts.CgroupParent != nil {
+		cgroupParent = m.opts.CgroupParent(pod)
+	}
+	return criconfig.GeneratePodSandboxConfig(pod, attempt, criconfig.SandboxOptions{
+		DNS:               m.opts.DNS,
+		ClusterDomain:     m.opts.ClusterDomain,
+		PodLogsDir:        m.opts.PodLogsDir,
+		CgroupParent:      cgroupParent,
+		SeccompDefault:    m.opts.SeccompDefault,
+		CPUCFSQuota:       m.opts.CPUCFSQuota,
+		CPUCFSQuotaPeriod: m.opts.CPUCFSQuotaPeriod,
+	})
+}
+
+// podStarter starts the containers of one SyncPod (steps 5–8).
+type podStarter struct {
+	m             *Manager
+	pod           *v1.Pod
+	status        *container.PodStatus
+	sandboxID     string
+	sandboxConfig *runtimeapi.PodSandboxConfig
+	podIPs        []string
+	pullSecrets   []v1.Secret
+	backOff       *flowcontrol.Backoff
+	result        *container.PodSyncResult
+}
+
+func (s *podStarter) startAll(ctx context.Context, changes podActions) {
+	pod := s.pod
+	// Ephemeral containers go first so a debugging container can run even when an init
+	// container keeps failing.
+	for _, idx := range changes.EphemeralContainersToStart {
+		ec := &pod.Spec.EphemeralContainers[idx]
+		s.start(ctx, "ephemeral container", (*v1.Container)(&ec.EphemeralContainerCommon), ec)
+	}
+	for _, idx := range changes.InitContainersToStart {
+		c := &pod.Spec.InitContainers[idx]
+		if err := s.start(ctx, "init container", c, nil); err != nil {
+			if isRestartableInitContainer(c) {
+				klog.V(4).InfoS("Failed to start the restartable init container for the pod, skipping", "initContainerName", c.Name, "pod", klog.KObj(pod))
+				continue
+			}
+			klog.V(4).InfoS("Failed to initialize the pod, as the init container failed to start, aborting", "initContainerName", c.Name, "pod", klog.KObj(pod))
+			return
+		}
+		klog.V(4).InfoS("Completed init container for pod", "containerName", c.Name, "pod", klog.KObj(pod))
+	}
+	if len(changes.ContainersToResize) > 0 {
+		r := container.NewSyncResult(container.ResizePodInPlace, podFullName(pod))
+		r.Fail(container.ErrResizePodInPlace, fmt.Sprintf("in-place resize of container(s) %v is not supported yet", changes.ContainersToResize))
+		s.result.AddSyncResult(r)
+	}
+	for _, idx := range changes.ContainersToStart {
+		s.start(ctx, "container", &pod.Spec.Containers[idx], nil)
+	}
+}
+
+// start starts one container unless it is backing off; ec is set for ephemeral containers.
+func (s *podStarter) start(ctx context.Context, typeName string, c *v1.Container, ec *v1.EphemeralContainer) error {
+	r := container.NewSyncResult(container.StartContainer, c.Name)
+	s.result.AddSyncResult(r)
+	if inBackOff, msg, err := s.m.doBackOff(s.pod, c, s.status, s.backOff); inBackOff {
+		r.Fail(err, msg)
+		klog.V(4).InfoS("Backing Off restarting container in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod))
+		return err
+	}
+	klog.V(4).InfoS("Creating container in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod))
+	if msg, err := s.m.startContainer(ctx, s, c, ec); err != nil {
+		r.Fail(err, msg)
+		klog.V(3).InfoS("Container start failed in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod), "containerMessage", msg, "err", err)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package kuberuntime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/images"
+)
+
+func syncPod(t *testing.T, env *testEnv, pod *v1.Pod, backOff *flowcontrol.Backoff) *container.PodSyncResult {
+	t.Helper()
+	r := env.m.SyncPod(context.Background(), pod, env.podStatus(t, pod), nil, backOff)
+	return &r
+}
+
+func startedNames(r *container.PodSyncResult) []string {
+	var out []string
+	for _, sr := range r.SyncResults {
+		if sr.Action == container.StartContainer && sr.Error == nil {
+			out = append(out, sr.Target.(string))
+		}
+	}
+	return out
+}
+
+func failedResult(r *container.PodSyncResult, action container.SyncAction) *container.SyncResult {
+	for _, sr := range r.SyncResults {
+		if sr.Action == action && sr.Error != nil {
+			return sr
+		}
+	}
+	return nil
+}
+
+func TestSyncPodCreatesSandboxThenInitThenContainers(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("web", ctr("app"), ctr("side"))
+	pod.Spec.InitContainers = []v1.Container{ctr("init")}
+	backOff := flowcontrol.NewFakeBackOff(10*time.Second, 300*time.Second, env.clock)
+
+	r := syncPod(t, env, pod, backOff)
+	if err := r.Error(); err != nil {
+		t.Fatalf("first SyncPod: %v", err)
+	}
+	if got := startedNames(r); len(got) != 1 || got[0] != "init" {
+		t.Fatalf("first SyncPod started %v, want only the init container", got)
+	}
+	status := env.podStatus(t, pod)
+	if len(status.SandboxStatuses) != 1 || status.SandboxStatuses[0].Metadata.Attempt != 0 {
+		t.Fatalf("want one sandbox of attempt 0, got %v", status.SandboxStatuses)
+	}
+	if len(status.IPs) == 0 || status.IPs[0] != critestIP() {
+		t.Errorf("pod IPs = %v", status.IPs)
+	}
+
+	// While the init container runs, nothing else starts.
+	r = syncPod(t, env, pod, backOff)
+	if got := startedNames(r); len(got) != 0 {
+		t.Fatalf("SyncPod with a running init container started %v", got)
+	}
+
+	env.exitContainer(t, pod, "init", 0, env.clock.Now())
+	r = syncPod(t, env, pod, backOff)
+	if err := r.Error(); err != nil {
+		t.Fatalf("third SyncPod: %v", err)
+	}
+	if got := startedNames(r); len(got) != 2 || got[0] != "app" || got[1] != "side" {
+		t.Fatalf("third SyncPod started %v, want [app side]", got)
+	}
+	status = env.podStatus(t, pod)
+	for _, name := range []string{"app", "side"} {
+		cs := status.FindContainerStatusByName(name)
+		if cs == nil || cs.State != container.ContainerStateRunning || cs.RestartCount != 0 {
+			t.Fatalf("container %s status %+v", name, cs)
+		}
+		if cs.Hash != container.HashContainer(&pod.Spec.Containers[0]) && name == "app" {
+			t.Errorf("hash of %s not recorded", name)
+		}
+	}
+	// Running and converged: nothing more to do.
+	if r := syncPod(t, env, pod, backOff); len(startedNames(r)) != 0 || r.Error() != nil {
+		t.Fatalf("converged SyncPod did something: %+v", r)
+	}
+	events := env.events()
+	for _, want := range []string{"Normal Created Created container: app", "Normal Started Started container app"} {
+		if !hasEvent(events, want) {
+			t.Errorf("missing event %q in %v", want, events)
+		}
+	}
+}
+
+func critestIP() string { return "192.168.192.168" }
+
+func TestSyncPodRestartCountsAndCrashLoopBackOff(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("crash", ctr("app"))
+	backOff := flowcontrol.NewFakeBackOff(10*time.Second, 300*time.Second, env.clock)
+	if err := syncPod(t, env, pod, backOff).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	// First crash: restarted at once with restart count 1, and the back-off begins.
+	env.exitContainer(t, pod, "app", 1, env.clock.Now())
+	r := syncPod(t, env, pod, backOff)
+	if got := startedNames(r); len(got) != 1 {
+		t.Fatalf("restart after first crash: started %v, result %v", got, r.Error())
+	}
+	cs := env.podStatus(t, pod).FindContainerStatusByName("app")
+	if cs.RestartCount != 1 || cs.State != container.ContainerStateRunning {
+		t.Fatalf("after restart: %+v", cs)
+	}
+
+	// Second crash right away: in back-off.
+	env.exitContainer(t, pod, "app", 1, env.clock.Now())
+	r = syncPod(t, env, pod, backOff)
+	failed := failedResult(r, container.StartContainer)
+	if failed == nil || !errors.Is(failed.Error, container.ErrCrashLoopBackOff) {
+		t.Fatalf("want ErrCrashLoopBackOff, got %+v", r.SyncResults)
+	}
+	wantMsg := "back-off 10s restarting failed container=app pod=crash_ns(crash-uid)"
+	if failed.Message != wantMsg {
+		t.Errorf("message %q, want %q", failed.Message, wantMsg)
+	}
+	if !hasEvent(env.events(), "Warning BackOff Back-off restarting failed container app in pod crash_ns(crash-uid)") {
+		t.Error("no BackOff event")
+	}
+
+	// After the back-off window the container restarts with count 2.
+	env.clock.Step(11 * time.Second)
+	r = syncPod(t, env, pod, backOff)
+	if len(startedNames(r)) != 1 {
+		t.Fatalf("after back-off: %+v", r.SyncResults)
+	}
+	if cs := env.podStatus(t, pod).FindContainerStatusByName("app"); cs.RestartCount != 2 {
+		t.Fatalf("restart count %d, want 2", cs.RestartCount)
+	}
+	// The container's CRI attempt is its restart count.
+	if _, err := env.rt.GetContainerID("crash_ns_crash-uid_0", "app", 2); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSyncPodImageNeverPullAbsent(t *testing.T) {
+	env := newTestEnv(t)
+	c := ctr("app")
+	c.Image = "docker.io/library/absent:1.0"
+	c.ImagePullPolicy = v1.PullNever
+	pod := newPod("never", c)
+	r := syncPod(t, env, pod, nil)
+	failed := failedResult(r, container.StartContainer)
+	if failed == nil || !errors.Is(failed.Error, images.ErrImageNeverPull) {
+		t.Fatalf("want ErrImageNeverPull, got %+v", r.SyncResults)
+	}
+	if len(env.rt.Containers) != 0 {
+		t.Errorf("a container was created: %v", env.rt.Containers)
+	}
+}
+
+func TestSyncPodSandboxFailure(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("nosandbox", ctr("app"))
+	env.rt.InjectError("RunPodSandbox", errors.New("cni broke"))
+	r := syncPod(t, env, pod, nil)
+	failed := failedResult(r, container.CreatePodSandbox)
+	if failed == nil || !errors.Is(failed.Error, container.ErrCreatePodSandbox) {
+		t.Fatalf("want ErrCreatePodSandbox, got %+v", r.SyncResults)
+	}
+	if !hasEvent(env.events(), "Warning FailedCreatePodSandBox Failed to create pod sandbox: cni broke") {
+		t.Error("no FailedCreatePodSandBox event")
+	}
+}
+
+func TestSyncPodRecreatesDeadSandbox(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("resandbox", ctr("app"))
+	if err := syncPod(t, env, pod, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	sandboxID := env.podStatus(t, pod).SandboxStatuses[0].Id
+	if err := env.rt.StopPodSandbox(context.Background(), sandboxID); err != nil {
+		t.Fatal(err)
+	}
+	r := syncPod(t, env, pod, nil)
+	if err := r.Error(); err != nil {
+		t.Fatal(err)
+	}
+	status := env.podStatus(t, pod)
+	if len(status.SandboxStatuses) != 2 || status.SandboxStatuses[0].Metadata.Attempt != 1 {
+		t.Fatalf("want a new sandbox of attempt 1 first, got %v", status.SandboxStatuses)
+	}
+	if !hasEvent(env.events(), "Normal SandboxChanged Pod sandbox changed, it will be killed and re-created.") {
+		t.Error("no SandboxChanged event")
+	}
+	running := status.RunningContainerStatuses()
+	if len(running) != 1 || running[0].RestartCount != 1 {
+		t.Fatalf("want app restarted (count 1) in the new sandbox, got %+v", running)
+	}
+}
+
+func TestSyncPodVolumesWithoutManagerFail(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("vols", ctr("app"))
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	r := syncPod(t, env, pod, nil)
+	if r.SyncError == nil {
+		t.Fatalf("want a volume error, got %+v", r)
+	}
+	if len(env.rt.Sandboxes) != 0 {
+		t.Error("sandbox created for a pod whose volumes failed")
+	}
+}
+
+func TestRestartCountRecoveredFromLogDir(t *testing.T) {
+	env := newTestEnv(t)
+	pod := newPod("logs", ctr("app"))
+	dir := filepath.Join(env.dir, "pods", "ns_logs_logs-uid", "app")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"0.log", "3.log", "4.log.20240101-000000", "junk.log"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syncPod(t, env, pod, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if cs := env.podStatus(t, pod).FindContainerStatusByName("app"); cs.RestartCount != 5 {
+		t.Fatalf("restart count %d, want 5 (one more than 4.log.*)", cs.RestartCount)
+	}
+}
+
+func TestPostStartHookFailureKillsContainer(t *testing.T) {
+	env := newTestEnv(t)
+	c := ctr("app")
+	c.Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
+	pod := newPod("hook", c)
+	env.rt.execSync = func(context.Context, string, []string) ([]byte, []byte, error) {
+		return []byte("out"), []byte("boom"), errors.New("command exited 1")
+	}
+	r := syncPod(t, env, pod, nil)
+	failed := failedResult(r, container.StartContainer)
+	if failed == nil || !errors.Is(failed.Error, container.ErrPostStartHook) {
+		t.Fatalf("want ErrPostStartHook, got %+v", r.SyncResults)
+	}
+	want := `Exec lifecycle hook ([false]) for Container "app" in Pod "hook_ns(hook-uid)" failed - error: command exited 1, message: "outboom"`
+	if failed.Message != want {
+		t.Errorf("message\n %q\nwant\n %q", failed.Message, want)
+	}
+	events := env.events()
+	if !hasEvent(events, "Warning FailedPostStartHook PostStartHook failed") || !hasEvent(events, "Normal Killing FailedPostStartHook") {
+		t.Errorf("events %v", events)
+	}
+	if cs := env.podStatus(t, pod).FindContainerStatusByName("app"); cs.State != container.ContainerStateExited {
+		t.Errorf("container not stopped: %+v", cs)
+	}
+}
+
+func TestGetPodsGroupsByUID(t *testing.T) {
+	env := newTestEnv(t)
+	a, b := newPod("a", ctr("app")), newPod("b", ctr("app"), ctr("two"))
+	for _, p := range []*v1.Pod{a, b} {
+		if err := syncPod(t, env, p, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.exitContainer(t, b, "two", 0, env.clock.Now())
+	all, err := env.m.GetPods(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 {
+		t.Fatalf("want 2 pods, got %d", len(all))
+	}
+	count := map[string]int{}
+	for _, p := range all {
+		count[p.Name] = len(p.Containers)
+		if len(p.Sandboxes) != 1 || p.Sandboxes[0].State != container.ContainerStateRunning {
+			t.Errorf("pod %s sandboxes %+v", p.Name, p.Sandboxes)
+		}
+	}
+	if count["a"] != 1 || count["b"] != 2 {
+		t.Errorf("containers per pod %v", count)
+	}
+	running, err := env.m.GetPods(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range running {
+		for _, c := range p.Containers {
+			if c.State != container.ContainerStateRunning {
+				t.Errorf("all=false returned %s in state %s", c.Name, c.State)
+			}
+		}
+	}
+}
+
+func TestGetPodStatusTerminationMessage(t *testing.T) {
+	env := newTestEnv(t)
+	c := ctr("app")
+	c.TerminationMessagePath = "/dev/termination-log"
+	pod := newPod("term", c)
+	if err := syncPod(t, env, pod, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	// The fake runtime does not keep mounts; give the container the termination file.
+	msgFile := filepath.Join(env.dir, "msg")
+	if err := os.WriteFile(msgFile, []byte("last words"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env.rt.Lock()
+	for _, fc := range env.rt.Containers {
+		fc.Mounts = []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: msgFile}}
+		fc.Annotations["io.kubernetes.container.terminationMessagePath"] = "/dev/termination-log"
+	}
+	env.rt.Unlock()
+	env.exitContainer(t, pod, "app", 3, env.clock.Now())
+	cs := env.podStatus(t, pod).FindContainerStatusByName("app")
+	if cs.ExitCode != 3 || cs.Message != "last words" {
+		t.Fatalf("status %+v", cs)
+	}
+}

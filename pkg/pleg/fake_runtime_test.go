@@ -1,0 +1,100 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/container"
+)
+
+// fakeRuntime answers GetPods and GetPodStatus from canned data; every other Runtime
+// method panics through the nil embedded interface.
+type fakeRuntime struct {
+	container.Runtime
+
+	mu          sync.Mutex
+	pods        []*container.Pod
+	podsErr     error
+	statuses    map[types.UID]*container.PodStatus
+	statusErrs  map[types.UID]error
+	listCalls   int
+	statusCalls map[types.UID]int
+}
+
+func newFakeRuntime() *fakeRuntime {
+	return &fakeRuntime{
+		statuses:    map[types.UID]*container.PodStatus{},
+		statusErrs:  map[types.UID]error{},
+		statusCalls: map[types.UID]int{},
+	}
+}
+
+func (f *fakeRuntime) setPods(pods ...*container.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = pods
+}
+
+// setPodsErr makes GetPods fail with err (nil: succeed again).
+func (f *fakeRuntime) setPodsErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podsErr = err
+}
+
+func (f *fakeRuntime) setStatusErr(uid types.UID, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusErrs[uid] = err
+}
+
+func (f *fakeRuntime) setStatus(s *container.PodStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses[s.ID] = s
+}
+
+func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*container.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listCalls++
+	if !all {
+		return nil, errors.New("the PLEG must list all pods, exited ones included")
+	}
+	if f.podsErr != nil {
+		return nil, f.podsErr
+	}
+	return f.pods, nil
+}
+
+func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, namespace string) (*container.PodStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statusCalls[uid]++
+	if err := f.statusErrs[uid]; err != nil {
+		return nil, err
+	}
+	if s, ok := f.statuses[uid]; ok {
+		copied := *s
+		return &copied, nil
+	}
+	return &container.PodStatus{ID: uid, Name: name, Namespace: namespace}, nil
+}
+
+// inspections returns how many times each pod was inspected and resets the counts.
+func (f *fakeRuntime) inspections() map[types.UID]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	calls := f.statusCalls
+	f.statusCalls = map[types.UID]int{}
+	return calls
+}
+
+func (f *fakeRuntime) lists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listCalls
+}

@@ -1,0 +1,422 @@
+// Package podworkers runs one goroutine per pod UID (upstream's pod workers). A pod moves
+// through three phases — syncing, terminating, terminated — and syncs of one pod never
+// overlap while different pods sync concurrently.
+package podworkers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/podcache"
+)
+
+// SyncPodType says why a pod is being synced.
+type SyncPodType int
+
+const (
+	SyncPodSync SyncPodType = iota
+	SyncPodUpdate
+	SyncPodCreate
+	// SyncPodKill asks for the pod to be terminated (it stays known until housekeeping forgets it).
+	SyncPodKill
+)
+
+func (t SyncPodType) String() string {
+	return [...]string{"sync", "update", "create", "kill"}[t]
+}
+
+// KillPodOptions carries a termination request's details.
+type KillPodOptions struct {
+	// PodStatusFunc lets the requester set the final status (e.g. eviction reason).
+	PodStatusFunc func(*v1.PodStatus)
+	// GracePeriodOverride wins over the pod's own grace period when shorter.
+	GracePeriodOverride *int64
+}
+
+// UpdatePodOptions is one request to a pod's worker.
+type UpdatePodOptions struct {
+	UpdateType SyncPodType
+	StartTime  time.Time
+	// Pod is the desired pod; nil when only RunningPod is known (an orphan in the runtime).
+	Pod            *v1.Pod
+	RunningPod     *container.Pod
+	KillPodOptions *KillPodOptions
+}
+
+// Syncer does the work of each phase (implemented by the kubelet).
+type Syncer interface {
+	// SyncPod converges a pod; isTerminal reports that it has finished for good.
+	SyncPod(ctx context.Context, updateType SyncPodType, pod *v1.Pod, status *container.PodStatus) (isTerminal bool, err error)
+	// SyncTerminatingPod stops every container within gracePeriod; nil means all stopped.
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *container.PodStatus, gracePeriod *int64, statusFn func(*v1.PodStatus)) error
+	// SyncTerminatingRuntimePod kills a pod known only from the runtime.
+	SyncTerminatingRuntimePod(ctx context.Context, runningPod *container.Pod) error
+	// SyncTerminatedPod releases what the pod held (volumes, directories, cgroups).
+	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *container.PodStatus) error
+}
+
+// ErrBackOffWait is returned by a sync that is only waiting out a back-off
+// (CrashLoopBackOff, ImagePullBackOff): the pod is retried after retryBackOffPeriod,
+// without an error log, so restarts follow the back-off schedule closely.
+var ErrBackOffWait = errors.New("waiting for back-off to expire")
+
+// PodWorkerState is a pod's phase.
+type PodWorkerState int
+
+const (
+	SyncPod PodWorkerState = iota
+	TerminatingPod
+	TerminatedPod
+)
+
+// Timing of the worker loop (upstream's backOffPeriod and resync jitter).
+const (
+	backOffPeriod           = 10 * time.Second
+	backOffJitterFactor     = 0.5
+	resyncJitterFactor      = 0.5
+	defaultGracePeriodFloor = 1
+	retryBackOffPeriod      = time.Second
+)
+
+type podState struct {
+	pod         *v1.Pod
+	runningPod  *container.Pod
+	updateType  SyncPodType
+	notify      chan struct{}
+	ctx         context.Context
+	cancel      context.CancelFunc
+	terminating bool
+	terminated  bool
+	finished    bool // the worker goroutine has exited
+	working     bool
+	gracePeriod *int64
+	statusFn    func(*v1.PodStatus)
+}
+
+// PodWorkers dispatches pod updates to per-pod goroutines.
+type PodWorkers struct {
+	mu             sync.Mutex
+	pods           map[types.UID]*podState
+	syncer         Syncer
+	cache          podcache.Cache
+	queue          *WorkQueue
+	clock          clock.Clock
+	resyncInterval time.Duration
+	// workerDone is told when a worker finishes a round (tests and the loop may watch it).
+	workerDone func(uid types.UID)
+}
+
+// New returns pod workers; resyncInterval is syncFrequency.
+func New(syncer Syncer, cache podcache.Cache, queue *WorkQueue, c clock.Clock, resyncInterval time.Duration) *PodWorkers {
+	return &PodWorkers{pods: map[types.UID]*podState{}, syncer: syncer, cache: cache, queue: queue, clock: c, resyncInterval: resyncInterval}
+}
+
+// UpdatePod hands an update to the pod's worker, starting it if needed. It never blocks on
+// a sync: a busy worker picks up the newest update when it finishes the current one.
+func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
+	uid := updateUID(o)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, known := p.pods[uid]
+	if known && s.finished {
+		// A terminated pod stays terminated; only housekeeping forgets it.
+		return
+	}
+	if !known {
+		s = &podState{notify: make(chan struct{}, 1)}
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		p.pods[uid] = s
+		go p.workerLoop(uid, s)
+	}
+	if o.Pod != nil {
+		s.pod = o.Pod
+	}
+	if o.RunningPod != nil {
+		s.runningPod = o.RunningPod
+	}
+	s.updateType = o.UpdateType
+	if p.wantsTermination(o, s) {
+		p.beginTerminating(uid, s, o)
+	}
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func updateUID(o UpdatePodOptions) types.UID {
+	if o.Pod != nil {
+		return o.Pod.UID
+	}
+	return o.RunningPod.ID
+}
+
+func (p *PodWorkers) wantsTermination(o UpdatePodOptions, s *podState) bool {
+	return o.UpdateType == SyncPodKill || o.Pod == nil && s.pod == nil ||
+		(s.pod != nil && s.pod.DeletionTimestamp != nil)
+}
+
+// beginTerminating moves the pod to terminating; a shorter grace period than the one in
+// force cancels the running sync so the kill restarts with it.
+func (p *PodWorkers) beginTerminating(uid types.UID, s *podState, o UpdatePodOptions) {
+	grace := gracePeriodFor(s.pod, o.KillPodOptions)
+	if o.KillPodOptions != nil && o.KillPodOptions.PodStatusFunc != nil {
+		s.statusFn = o.KillPodOptions.PodStatusFunc
+	}
+	if !s.terminating {
+		klog.V(2).InfoS("Pod is marked for termination", "podUID", uid, "gracePeriod", derefOr(grace, -1))
+		s.terminating, s.gracePeriod = true, grace
+		s.cancel()
+		return
+	}
+	if grace != nil && (s.gracePeriod == nil || *grace < *s.gracePeriod) {
+		s.gracePeriod = grace
+		s.cancel()
+	}
+}
+
+// gracePeriodFor picks the override, the pod's deletion grace, or its spec, with a floor
+// of 1 s as upstream (0 would mean "force" only for the API server).
+func gracePeriodFor(pod *v1.Pod, k *KillPodOptions) *int64 {
+	var g *int64
+	switch {
+	case k != nil && k.GracePeriodOverride != nil:
+		g = k.GracePeriodOverride
+	case pod != nil && pod.DeletionGracePeriodSeconds != nil:
+		g = pod.DeletionGracePeriodSeconds
+	case pod != nil && pod.Spec.TerminationGracePeriodSeconds != nil:
+		g = pod.Spec.TerminationGracePeriodSeconds
+	default:
+		return nil
+	}
+	v := *g
+	if v < defaultGracePeriodFloor {
+		v = defaultGracePeriodFloor
+	}
+	return &v
+}
+
+func derefOr(p *int64, d int64) int64 {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+// workerLoop serves one pod until it has terminated.
+func (p *PodWorkers) workerLoop(uid types.UID, s *podState) {
+	var lastSync time.Time
+	for range s.notify {
+		ctx, work, ok := p.startWork(uid, s)
+		if !ok {
+			continue
+		}
+		status, err := p.statusNewerThan(uid, work, lastSync)
+		if err == nil {
+			err = p.runPhase(ctx, uid, s, work, status)
+		}
+		lastSync = p.clock.Now()
+		if p.completeWork(uid, s, work, err) {
+			return
+		}
+	}
+}
+
+// work is a snapshot of what a round must do.
+type work struct {
+	phase       PodWorkerState
+	pod         *v1.Pod
+	runningPod  *container.Pod
+	updateType  SyncPodType
+	gracePeriod *int64
+	statusFn    func(*v1.PodStatus)
+}
+
+func (p *PodWorkers) startWork(uid types.UID, s *podState) (context.Context, work, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.finished {
+		return nil, work{}, false
+	}
+	if s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	w := work{pod: s.pod, runningPod: s.runningPod, updateType: s.updateType, gracePeriod: s.gracePeriod, statusFn: s.statusFn}
+	switch {
+	case s.terminated:
+		w.phase = TerminatedPod
+	case s.terminating:
+		w.phase = TerminatingPod
+	}
+	s.working = true
+	return s.ctx, w, true
+}
+
+// statusNewerThan waits until the pod cache holds a status read after the last sync, so
+// a sync never acts on stale state (upstream's GetNewerThan).
+func (p *PodWorkers) statusNewerThan(uid types.UID, w work, lastSync time.Time) (*container.PodStatus, error) {
+	if w.pod == nil {
+		return &container.PodStatus{ID: uid}, nil
+	}
+	return p.cache.GetNewerThan(uid, lastSync)
+}
+
+func (p *PodWorkers) runPhase(ctx context.Context, uid types.UID, s *podState, w work, status *container.PodStatus) error {
+	switch w.phase {
+	case SyncPod:
+		terminal, err := p.syncer.SyncPod(ctx, w.updateType, w.pod, status)
+		if err == nil && terminal {
+			p.mu.Lock()
+			if !s.terminating {
+				s.terminating, s.gracePeriod = true, gracePeriodFor(s.pod, nil)
+			}
+			p.mu.Unlock()
+		}
+		return err
+	case TerminatingPod:
+		var err error
+		if w.pod == nil {
+			err = p.syncer.SyncTerminatingRuntimePod(ctx, w.runningPod)
+		} else {
+			err = p.syncer.SyncTerminatingPod(ctx, w.pod, status, w.gracePeriod, w.statusFn)
+		}
+		if err == nil {
+			p.mu.Lock()
+			s.terminated = true
+			p.mu.Unlock()
+		}
+		return err
+	default:
+		if w.pod == nil {
+			return nil
+		}
+		return p.syncer.SyncTerminatedPod(ctx, w.pod, status)
+	}
+}
+
+// completeWork decides what comes next and reports whether the worker is done for good.
+func (p *PodWorkers) completeWork(uid types.UID, s *podState, w work, err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.working = false
+	switch {
+	case err != nil && s.ctx.Err() != nil:
+		// Cancelled for a more urgent update (termination): go again at once.
+		p.notifyLocked(s)
+	case errors.Is(err, ErrBackOffWait):
+		p.queue.Enqueue(uid, retryBackOffPeriod)
+	case err != nil:
+		klog.ErrorS(err, "Error syncing pod, skipping", "pod", podName(w), "podUID", uid)
+		p.queue.Enqueue(uid, wait.Jitter(backOffPeriod, backOffJitterFactor))
+	case w.phase == TerminatedPod:
+		s.finished = true
+		return true
+	case s.terminating:
+		// The next phase follows at once.
+		p.notifyLocked(s)
+	default:
+		p.queue.Enqueue(uid, wait.Jitter(p.resyncInterval, resyncJitterFactor))
+	}
+	if p.workerDone != nil {
+		p.workerDone(uid)
+	}
+	return false
+}
+
+func (p *PodWorkers) notifyLocked(s *podState) {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func podName(w work) string {
+	if w.pod != nil {
+		return w.pod.Namespace + "/" + w.pod.Name
+	}
+	if w.runningPod != nil {
+		return w.runningPod.Namespace + "/" + w.runningPod.Name
+	}
+	return ""
+}
+
+// State reports a known pod's phase.
+func (p *PodWorkers) State(uid types.UID) (PodWorkerState, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.pods[uid]
+	if !ok {
+		return 0, false
+	}
+	switch {
+	case s.terminated:
+		return TerminatedPod, true
+	case s.terminating:
+		return TerminatingPod, true
+	default:
+		return SyncPod, true
+	}
+}
+
+// IsPodTerminationRequested reports a pod that is terminating or terminated.
+func (p *PodWorkers) IsPodTerminationRequested(uid types.UID) bool {
+	st, ok := p.State(uid)
+	return ok && st != SyncPod
+}
+
+// IsPodKnownTerminated reports a pod whose containers are all stopped.
+func (p *PodWorkers) IsPodKnownTerminated(uid types.UID) bool {
+	st, ok := p.State(uid)
+	return ok && st == TerminatedPod
+}
+
+// CouldHaveRunningContainers is false only once a pod is known to be terminated; an
+// unknown pod may have containers left from a previous nodelet.
+func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
+	return !p.IsPodKnownTerminated(uid)
+}
+
+// ShouldPodContentBeRemoved reports that a pod's directories and volumes may go: it is
+// terminated and its worker finished, or nothing is known about it.
+func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.pods[uid]
+	return !ok || s.finished
+}
+
+// SyncKnownPods forgets finished workers of pods that are no longer desired and returns
+// the state of every pod still known.
+func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerState {
+	want := make(map[types.UID]bool, len(desired))
+	for _, pod := range desired {
+		want[pod.UID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[types.UID]PodWorkerState{}
+	for uid, s := range p.pods {
+		if s.finished && !want[uid] {
+			delete(p.pods, uid)
+			continue
+		}
+		switch {
+		case s.terminated:
+			out[uid] = TerminatedPod
+		case s.terminating:
+			out[uid] = TerminatingPod
+		default:
+			out[uid] = SyncPod
+		}
+	}
+	return out
+}

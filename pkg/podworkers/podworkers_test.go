@@ -1,0 +1,227 @@
+package podworkers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/podcache"
+)
+
+// fakeSyncer records calls and can block or fail on demand.
+type fakeSyncer struct {
+	mu        sync.Mutex
+	calls     []string
+	inFlight  map[types.UID]int
+	overlap   bool
+	block     chan struct{} // when non-nil, SyncPod waits on it (or on ctx)
+	syncErr   error
+	terminal  bool
+	killGrace []int64
+}
+
+func (f *fakeSyncer) record(uid types.UID, what string) func() {
+	f.mu.Lock()
+	f.calls = append(f.calls, string(uid)+":"+what)
+	f.inFlight[uid]++
+	if f.inFlight[uid] > 1 {
+		f.overlap = true
+	}
+	f.mu.Unlock()
+	return func() { f.mu.Lock(); f.inFlight[uid]--; f.mu.Unlock() }
+}
+
+func (f *fakeSyncer) SyncPod(ctx context.Context, _ SyncPodType, pod *v1.Pod, _ *container.PodStatus) (bool, error) {
+	defer f.record(pod.UID, "sync")()
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return f.terminal, f.syncErr
+}
+
+func (f *fakeSyncer) SyncTerminatingPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus, grace *int64, _ func(*v1.PodStatus)) error {
+	defer f.record(pod.UID, "terminating")()
+	f.mu.Lock()
+	f.killGrace = append(f.killGrace, *grace)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeSyncer) SyncTerminatingRuntimePod(_ context.Context, rp *container.Pod) error {
+	defer f.record(rp.ID, "terminating-runtime")()
+	return nil
+}
+
+func (f *fakeSyncer) SyncTerminatedPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus) error {
+	defer f.record(pod.UID, "terminated")()
+	return nil
+}
+
+func (f *fakeSyncer) count(uid types.UID, what string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == string(uid)+":"+what {
+			n++
+		}
+	}
+	return n
+}
+
+func setup(t *testing.T) (*PodWorkers, *fakeSyncer, podcache.Cache) {
+	t.Helper()
+	f := &fakeSyncer{inFlight: map[types.UID]int{}}
+	cache := podcache.New()
+	cache.UpdateTime(time.Now())
+	w := New(f, cache, NewWorkQueue(clock.RealClock{}), clock.RealClock{}, time.Minute)
+	// Keep the cache fresh as a PLEG would, so GetNewerThan never waits long.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				cache.UpdateTime(time.Now())
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop) })
+	return w, f, cache
+}
+
+func testPod(uid string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: uid, Namespace: "ns"},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](30)}}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestSyncsOfOnePodNeverOverlapAndPodsRunConcurrently(t *testing.T) {
+	w, f, _ := setup(t)
+	f.block = make(chan struct{})
+	a, b := testPod("a"), testPod("b")
+	w.UpdatePod(UpdatePodOptions{Pod: a, UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{Pod: b, UpdateType: SyncPodCreate})
+	// Both pods are inside SyncPod at once: different pods are concurrent.
+	eventually(t, "both pods syncing", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.inFlight["a"] == 1 && f.inFlight["b"] == 1
+	})
+	for i := 0; i < 5; i++ {
+		w.UpdatePod(UpdatePodOptions{Pod: a, UpdateType: SyncPodUpdate})
+	}
+	close(f.block)
+	eventually(t, "the queued update for a", func() bool { return f.count("a", "sync") == 2 })
+	time.Sleep(20 * time.Millisecond)
+	if f.overlap {
+		t.Fatal("two syncs of one pod overlapped")
+	}
+	if n := f.count("a", "sync"); n != 2 {
+		t.Errorf("five updates during one sync should coalesce into one more sync, got %d syncs", n)
+	}
+}
+
+func TestKillGoesThroughTerminatingThenTerminated(t *testing.T) {
+	w, f, _ := setup(t)
+	pod := testPod("k")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "first sync", func() bool { return f.count("k", "sync") == 1 })
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	eventually(t, "terminated", func() bool { return f.count("k", "terminated") == 1 })
+	if f.count("k", "terminating") != 1 {
+		t.Errorf("calls: %v", f.calls)
+	}
+	if got := f.killGrace[0]; got != 30 {
+		t.Errorf("grace period %d, want the pod's 30", got)
+	}
+	if !w.IsPodKnownTerminated("k") || w.CouldHaveRunningContainers("k") {
+		t.Error("pod should be known terminated")
+	}
+	eventually(t, "worker finished", func() bool { return w.ShouldPodContentBeRemoved("k") })
+	// A terminated pod is not restarted by more updates.
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodSync})
+	time.Sleep(20 * time.Millisecond)
+	if f.count("k", "sync") != 1 {
+		t.Error("a terminated pod was synced again")
+	}
+	// Housekeeping forgets it once it is no longer desired.
+	if states := w.SyncKnownPods(nil); len(states) != 0 {
+		t.Errorf("known pods after forgetting: %v", states)
+	}
+}
+
+func TestShorterGracePeriodOverrides(t *testing.T) {
+	w, f, _ := setup(t)
+	f.block = make(chan struct{})
+	pod := testPod("g")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "syncing", func() bool { return f.count("g", "sync") == 1 })
+	// The kill cancels the blocked sync and terminates with the override.
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill, KillPodOptions: &KillPodOptions{GracePeriodOverride: ptr.To[int64](5)}})
+	eventually(t, "terminated", func() bool { return f.count("g", "terminated") == 1 })
+	if f.killGrace[0] != 5 {
+		t.Errorf("grace %v, want 5", f.killGrace)
+	}
+}
+
+func TestTerminalPodTerminatesByItself(t *testing.T) {
+	w, f, _ := setup(t)
+	f.terminal = true
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("t"), UpdateType: SyncPodCreate})
+	eventually(t, "terminated", func() bool { return f.count("t", "terminated") == 1 })
+}
+
+func TestOrphanRuntimePodIsKilled(t *testing.T) {
+	w, f, _ := setup(t)
+	w.UpdatePod(UpdatePodOptions{RunningPod: &container.Pod{ID: "o", Name: "o", Namespace: "ns"}, UpdateType: SyncPodKill})
+	eventually(t, "runtime pod killed", func() bool { return f.count("o", "terminating-runtime") == 1 })
+}
+
+func TestErrorsRequeueWithBackOffAndBackOffWaitRetriesSoon(t *testing.T) {
+	w, f, _ := setup(t)
+	f.syncErr = errors.New("boom")
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("e"), UpdateType: SyncPodCreate})
+	eventually(t, "sync", func() bool { return f.count("e", "sync") == 1 })
+	time.Sleep(10 * time.Millisecond)
+	w.queue.mu.Lock()
+	due := w.queue.queue["e"]
+	w.queue.mu.Unlock()
+	if until := time.Until(due); until < 4*time.Second || until > 16*time.Second {
+		t.Errorf("error requeue in %v, want about 10s", until)
+	}
+	f.syncErr = ErrBackOffWait
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("e"), UpdateType: SyncPodSync})
+	eventually(t, "second sync", func() bool { return f.count("e", "sync") == 2 })
+	time.Sleep(10 * time.Millisecond)
+	w.queue.mu.Lock()
+	due = w.queue.queue["e"]
+	w.queue.mu.Unlock()
+	if until := time.Until(due); until > 1100*time.Millisecond {
+		t.Errorf("back-off wait requeue in %v, want about 1s", until)
+	}
+}

@@ -1,0 +1,179 @@
+package sources
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodelet/nodelet/pkg/podvalidation"
+)
+
+// maxConfigLength bounds a manifest file or URL body, as upstream does.
+const maxConfigLength = 10 << 20
+
+// podDecoder decodes v1 Pods and PodLists only. It is lenient like upstream's decoder:
+// unknown fields are dropped, a missing kind or an unknown apiVersion is an error.
+var podDecoder = func() runtime.Decoder {
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(scheme).UniversalDeserializer()
+}()
+
+// staticPodDefaulter fills in what the kubelet adds to a pod from a manifest: its name,
+// namespace, node, UID and annotations (see applyDefaults).
+type staticPodDefaulter func(pod *v1.Pod) error
+
+// decodeSinglePod is upstream's tryDecodeSinglePod: parsed is false when data is not a
+// Pod at all, true when it is one (err then says why it cannot be used).
+func decodeSinglePod(data []byte, defaulter staticPodDefaulter) (parsed bool, pod *v1.Pod, err error) {
+	obj, err := decodeObject(data)
+	if err != nil {
+		return false, nil, err
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return false, nil, fmt.Errorf("invalid pod: %T", obj)
+	}
+	if err := prepareStaticPod(pod, defaulter); err != nil {
+		return true, nil, err
+	}
+	return true, pod, nil
+}
+
+// decodePodList is upstream's tryDecodePodList: one unusable pod rejects the list.
+func decodePodList(data []byte, defaulter staticPodDefaulter) (parsed bool, pods []*v1.Pod, err error) {
+	obj, err := decodeObject(data)
+	if err != nil {
+		return false, nil, err
+	}
+	list, ok := obj.(*v1.PodList)
+	if !ok {
+		return false, nil, fmt.Errorf("invalid pods list: %T", obj)
+	}
+	pods = make([]*v1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if err := prepareStaticPod(pod, defaulter); err != nil {
+			return true, nil, err
+		}
+		pods = append(pods, pod)
+	}
+	return true, pods, nil
+}
+
+// decodeObject reads YAML or JSON (JSON is YAML) into a v1 object.
+func decodeObject(data []byte) (runtime.Object, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	obj, _, err := podDecoder.Decode(js, nil, nil)
+	return obj, err
+}
+
+// prepareStaticPod does what upstream does after decoding: the API defaults (upstream's
+// decoder applies them), the name check, the static pod defaults, validation, and the
+// refusal of pods that need API objects.
+func prepareStaticPod(pod *v1.Pod, defaulter staticPodDefaulter) error {
+	setPodDefaults(pod)
+	if pod.Name == "" {
+		return errors.New("invalid pod: name is needed for the pod")
+	}
+	if err := defaulter(pod); err != nil {
+		return err
+	}
+	if errs := podvalidation.ValidatePod(pod); len(errs) > 0 {
+		return fmt.Errorf("invalid pod: %v", errs)
+	}
+	resource, err := podvalidation.APIObjectReference(pod)
+	if err != nil {
+		return err
+	}
+	if resource != "" {
+		return fmt.Errorf("static pods may not reference %s", resource)
+	}
+	return nil
+}
+
+// generatePodName makes a static pod's name unique among nodes.
+func generatePodName(name string, nodeName types.NodeName) string {
+	return fmt.Sprintf("%s-%s", name, strings.ToLower(string(nodeName)))
+}
+
+// applyDefaults is upstream's applyDefaults for static pods. source is the manifest file
+// path or the URL. When the manifest sets no UID, the UID is a hash of the decoded,
+// API-defaulted pod plus the node name and the file path (or the URL): an unchanged
+// manifest keeps its UID across restarts, while any change to its content gives the pod
+// a new UID, so the kubelet replaces the old pod with a new one.
+func applyDefaults(pod *v1.Pod, source string, isFile bool, nodeName types.NodeName) error {
+	if pod.UID == "" {
+		uid, err := staticPodUID(pod, source, isFile, nodeName)
+		if err != nil {
+			return err
+		}
+		pod.UID = uid
+		klog.V(5).InfoS("Generated UID", "pod", klog.KObj(pod), "podUID", pod.UID, "source", source)
+	}
+	pod.Name = generatePodName(pod.Name, nodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = string(nodeName)
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string)
+	}
+	pod.Annotations[ConfigHashAnnotationKey] = string(pod.UID)
+	if isFile {
+		// Static pods from files tolerate every NoExecute taint, so node problems do not
+		// evict them.
+		addOrUpdateToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	}
+	pod.Status.Phase = v1.PodPending
+	return nil
+}
+
+// staticPodUID hashes the pod with FNV-128a as upstream does. Upstream hashes a dump of
+// its internal pod type, which nodelet cannot reproduce; nodelet hashes the JSON of the
+// v1 pod instead (map keys sorted, so stable). The UID therefore has the same properties
+// as upstream's but not the same value.
+func staticPodUID(pod *v1.Pod, source string, isFile bool, nodeName types.NodeName) (types.UID, error) {
+	data, err := json.Marshal(pod)
+	if err != nil {
+		return "", fmt.Errorf("hashing pod: %w", err)
+	}
+	hasher := fnv.New128a()
+	hasher.Write(data)
+	if isFile {
+		fmt.Fprintf(hasher, "host:%s", nodeName)
+		fmt.Fprintf(hasher, "file:%s", source)
+	} else {
+		fmt.Fprintf(hasher, "url:%s", source)
+	}
+	return types.UID(hex.EncodeToString(hasher.Sum(nil))), nil
+}
+
+// addOrUpdateToleration adds t, or replaces a toleration with the same key, operator,
+// value and effect (upstream's AddOrUpdateTolerationInPod).
+func addOrUpdateToleration(pod *v1.Pod, t v1.Toleration) {
+	for i := range pod.Spec.Tolerations {
+		old := &pod.Spec.Tolerations[i]
+		if old.Key == t.Key && old.Operator == t.Operator && old.Value == t.Value && old.Effect == t.Effect {
+			*old = t
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, t)
+}

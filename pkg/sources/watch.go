@@ -1,0 +1,30 @@
+package sources
+
+// watchOp is what a directory watch saw happen to one entry (or to the directory).
+type watchOp int
+
+const (
+	// opCreated: an entry was created and may still be empty (a writer follows with
+	// opWritten when it closes the file).
+	opCreated watchOp = iota
+	// opWritten: an entry's content or mode is final for now (closed after writing,
+	// moved into the directory, attributes changed).
+	opWritten
+	// opRemoved: an entry was deleted or moved out.
+	opRemoved
+	// opRescan: events may have been lost (queue overflow); list everything again.
+	opRescan
+)
+
+// watchEvent names a directory entry by its full path.
+type watchEvent struct {
+	path string
+	op   watchOp
+}
+
+// dirWatcher delivers changes to the entries of one directory. Events is closed when
+// the watch ends: on Close, or when the directory itself is deleted or moved.
+type dirWatcher interface {
+	Events() <-chan watchEvent
+	Close()
+}

@@ -1,0 +1,586 @@
+package volumes
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"golang.org/x/sys/unix"
+)
+
+func newTestManager(t *testing.T) *Manager {
+	t.Helper()
+	m := NewManager(t.TempDir())
+	m.selinuxEnabled = false
+	return m
+}
+
+func newPod(uid types.UID, volumes ...v1.Volume) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1", UID: uid},
+		Spec:       v1.PodSpec{Volumes: volumes},
+	}
+}
+
+func emptyDirVolume(name string, medium v1.StorageMedium) v1.Volume {
+	return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: medium}}}
+}
+
+func hostPathVolume(name, path string) v1.Volume {
+	return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: path}}}
+}
+
+func perm(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Mode().Perm()
+}
+
+func TestPodDirLayout(t *testing.T) {
+	m := NewManager("/var/lib/nodelet")
+	if got := m.PodDir("abc-123"); got != "/var/lib/nodelet/pods/abc-123" {
+		t.Errorf("PodDir = %q", got)
+	}
+	if got := m.emptyDirPath("abc-123", "cache"); got != "/var/lib/nodelet/pods/abc-123/volumes/kubernetes.io~empty-dir/cache" {
+		t.Errorf("emptyDirPath = %q", got)
+	}
+}
+
+func TestSetUpPodCreatesEmptyDir(t *testing.T) {
+	m := newTestManager(t)
+	pod := newPod("uid-1", emptyDirVolume("cache", ""))
+	must(t, m.SetUpPod(pod))
+
+	dir := filepath.Join(m.PodDir("uid-1"), "volumes", "kubernetes.io~empty-dir", "cache")
+	if got := perm(t, dir); got != 0o777 {
+		t.Errorf("emptyDir mode = %o, want 777", got)
+	}
+	for _, parent := range []string{m.PodDir("uid-1"), filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))} {
+		if got := perm(t, parent); got != 0o750 {
+			t.Errorf("%s mode = %o, want 750", parent, got)
+		}
+	}
+	// Set-up is idempotent and keeps the volume's content.
+	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
+	must(t, os.Chmod(dir, 0o700))
+	must(t, m.SetUpPod(pod))
+	if _, err := os.Stat(filepath.Join(dir, "f")); err != nil {
+		t.Errorf("second SetUpPod lost the content: %v", err)
+	}
+	if got := perm(t, dir); got != 0o777 {
+		t.Errorf("emptyDir mode after second set-up = %o, want 777", got)
+	}
+}
+
+func TestSetUpPodWithoutVolumesCreatesPodDir(t *testing.T) {
+	m := newTestManager(t)
+	must(t, m.SetUpPod(newPod("uid-1")))
+	if got := perm(t, m.PodDir("uid-1")); got != 0o750 {
+		t.Errorf("pod dir mode = %o, want 750", got)
+	}
+}
+
+func TestSetUpPodRejectsInvalidUID(t *testing.T) {
+	m := newTestManager(t)
+	for _, uid := range []types.UID{"", ".", "..", "a/b"} {
+		if err := m.SetUpPod(newPod(uid)); err == nil {
+			t.Errorf("SetUpPod with UID %q succeeded", uid)
+		}
+		if err := m.CleanupPod(uid); err == nil {
+			t.Errorf("CleanupPod(%q) succeeded", uid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(m.rootDir, "pods")); err == nil {
+		entries, _ := os.ReadDir(filepath.Join(m.rootDir, "pods"))
+		if len(entries) > 0 {
+			t.Errorf("invalid UIDs left directories: %v", entries)
+		}
+	}
+}
+
+func TestSetUpPodEmptyDirMedia(t *testing.T) {
+	m := newTestManager(t)
+	tests := []struct {
+		medium  v1.StorageMedium
+		wantErr string
+	}{
+		{"HugePages", `volume "v": emptyDir medium HugePages is not supported yet`},
+		{"HugePages-2Mi", `volume "v": emptyDir medium HugePages-2Mi is not supported yet`},
+		{"Floppy", `volume "v": unknown storage medium "Floppy"`},
+	}
+	for _, tt := range tests {
+		err := m.SetUpPod(newPod("uid-1", emptyDirVolume("v", tt.medium)))
+		if err == nil || err.Error() != tt.wantErr {
+			t.Errorf("medium %s: error = %v, want %q", tt.medium, err, tt.wantErr)
+		}
+	}
+}
+
+func TestSetUpPodMemoryEmptyDirNeedsRoot(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("running as root; TestMemoryEmptyDirTmpfs covers this case")
+	}
+	m := newTestManager(t)
+	err := m.SetUpPod(newPod("uid-1", emptyDirVolume("mem", v1.StorageMediumMemory)))
+	if err == nil || !strings.Contains(err.Error(), "needs root") {
+		t.Fatalf("error = %v, want a needs-root error", err)
+	}
+}
+
+func TestMemoryEmptyDirTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting tmpfs needs root")
+	}
+	m := newTestManager(t)
+	vol := emptyDirVolume("mem", v1.StorageMediumMemory)
+	vol.EmptyDir.SizeLimit = ptr.To(resource.MustParse("1Mi"))
+	pod := newPod("uid-mem", vol, emptyDirVolume("disk", ""))
+	dir := m.emptyDirPath(pod.UID, "mem")
+	// Never leak a mount, even when CleanupPod is broken.
+	t.Cleanup(func() {
+		for unix.Unmount(dir, unix.MNT_DETACH) == nil {
+		}
+	})
+	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(pod)) // idempotent: must not stack a second tmpfs
+
+	mounts, err := readMountInfo(selfMountInfo)
+	must(t, err)
+	resolved, err := filepath.EvalSymlinks(dir)
+	must(t, err)
+	if got := mountPointsUnder(mounts, resolved); len(got) != 1 {
+		t.Fatalf("mounts at %s: %v, want exactly one", resolved, got)
+	}
+	ok, err := m.isTmpfsMountPoint(dir)
+	if err != nil || !ok {
+		t.Fatalf("isTmpfsMountPoint = %v, %v; want a tmpfs", ok, err)
+	}
+	if got := perm(t, dir); got != 0o777 {
+		t.Errorf("tmpfs emptyDir mode = %o, want 777", got)
+	}
+	if line := mountInfoLine(t, resolved); !strings.Contains(line, "size=1024k") {
+		t.Errorf("tmpfs not mounted with size=1Mi: %q", line)
+	}
+
+	must(t, m.CleanupPod(pod.UID))
+	if _, err := os.Stat(m.PodDir(pod.UID)); !os.IsNotExist(err) {
+		t.Fatalf("pod dir still exists after cleanup: %v", err)
+	}
+	mounts, err = readMountInfo(selfMountInfo)
+	must(t, err)
+	if got := mountPointsUnder(mounts, resolved); len(got) != 0 {
+		t.Fatalf("tmpfs still mounted after cleanup: %v", got)
+	}
+}
+
+// mountInfoLine returns the mount table line of the mount at mountPoint.
+func mountInfoLine(t *testing.T, mountPoint string) string {
+	t.Helper()
+	data, err := os.ReadFile(selfMountInfo)
+	must(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && fields[4] == mountPoint {
+			return line
+		}
+	}
+	return ""
+}
+
+func TestTmpfsSize(t *testing.T) {
+	mi := func(n int64) int64 { return n << 20 }
+	limits := func(mem string) v1.ResourceRequirements {
+		return v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	always := ptr.To(v1.ContainerRestartPolicyAlways)
+	tests := []struct {
+		name      string
+		spec      v1.PodSpec
+		sizeLimit string
+		want      int64
+	}{
+		{name: "nothing known", spec: v1.PodSpec{Containers: []v1.Container{{}}}, want: 0},
+		{name: "sizeLimit only", spec: v1.PodSpec{Containers: []v1.Container{{}}}, sizeLimit: "64Mi", want: mi(64)},
+		{name: "container limits summed", spec: v1.PodSpec{Containers: []v1.Container{{Resources: limits("100Mi")}, {Resources: limits("50Mi")}}}, want: mi(150)},
+		{name: "one container without a limit", spec: v1.PodSpec{Containers: []v1.Container{{Resources: limits("100Mi")}, {}}}, want: 0},
+		{name: "smaller sizeLimit wins", spec: v1.PodSpec{Containers: []v1.Container{{Resources: limits("100Mi")}}}, sizeLimit: "10Mi", want: mi(10)},
+		{name: "smaller pod limit wins", spec: v1.PodSpec{Containers: []v1.Container{{Resources: limits("100Mi")}}}, sizeLimit: "1Gi", want: mi(100)},
+		{name: "init container peak", spec: v1.PodSpec{
+			InitContainers: []v1.Container{{Resources: limits("500Mi")}},
+			Containers:     []v1.Container{{Resources: limits("100Mi")}}}, want: mi(500)},
+		{name: "sidecars add up", spec: v1.PodSpec{
+			InitContainers: []v1.Container{{Resources: limits("30Mi"), RestartPolicy: always}, {Resources: limits("100Mi")}},
+			Containers:     []v1.Container{{Resources: limits("50Mi")}}}, want: mi(130)},
+		{name: "overhead added", spec: v1.PodSpec{
+			Overhead:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("5Mi")},
+			Containers: []v1.Container{{Resources: limits("100Mi")}}}, want: mi(105)},
+		{name: "pod-level limit", spec: v1.PodSpec{
+			Resources:  &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("200Mi")}},
+			Containers: []v1.Container{{}}}, want: mi(200)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}
+			if tt.sizeLimit != "" {
+				src.SizeLimit = ptr.To(resource.MustParse(tt.sizeLimit))
+			}
+			if got := tmpfsSize(&v1.Pod{Spec: tt.spec}, src); got != tt.want {
+				t.Errorf("tmpfsSize = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnsupportedVolumeTypes(t *testing.T) {
+	vols := []v1.Volume{
+		{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}},
+		{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+		{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
+		{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}},
+		{Name: "pvc", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}},
+		{Name: "none"},
+	}
+	want := []string{
+		`volume "s": type secret is not supported yet`,
+		`volume "c": type configMap is not supported yet`,
+		`volume "p": type projected is not supported yet`,
+		`volume "d": type downwardAPI is not supported yet`,
+		`volume "pvc": type persistentVolumeClaim is not supported yet`,
+		`volume "none": no volume source is set`,
+	}
+	m := newTestManager(t)
+	pod := newPod("uid-1", append([]v1.Volume{emptyDirVolume("ok", "")}, vols...)...)
+	err := m.SetUpPod(pod)
+	if err == nil {
+		t.Fatal("SetUpPod succeeded with unsupported volumes")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("SetUpPod error %q does not mention %q", err, w)
+		}
+	}
+	// The supported volume was still set up.
+	if _, err := os.Stat(m.emptyDirPath("uid-1", "ok")); err != nil {
+		t.Errorf("supported volume not set up: %v", err)
+	}
+	for i, v := range vols {
+		c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: v.Name, MountPath: "/x"}}}
+		if _, err := m.MountsFor(pod, c); err == nil || err.Error() != want[i] {
+			t.Errorf("MountsFor(%s) error = %v, want %q", v.Name, err, want[i])
+		}
+	}
+}
+
+func TestVolumeTypeName(t *testing.T) {
+	tests := map[string]v1.VolumeSource{
+		"emptyDir":  {EmptyDir: &v1.EmptyDirVolumeSource{}},
+		"hostPath":  {HostPath: &v1.HostPathVolumeSource{}},
+		"csi":       {CSI: &v1.CSIVolumeSource{}},
+		"ephemeral": {Ephemeral: &v1.EphemeralVolumeSource{}},
+		"image":     {Image: &v1.ImageVolumeSource{}},
+		"":          {},
+	}
+	for want, src := range tests {
+		if got := volumeTypeName(&src); got != want {
+			t.Errorf("volumeTypeName = %q, want %q", got, want)
+		}
+	}
+}
+
+func TestMountsFor(t *testing.T) {
+	m := newTestManager(t)
+	hostDir := t.TempDir()
+	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("logs", hostDir))
+	must(t, m.SetUpPod(pod))
+	cacheDir := m.emptyDirPath("uid-1", "cache")
+
+	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
+		{Name: "cache", MountPath: "/cache"},
+		{Name: "logs", MountPath: "/var/log/app", ReadOnly: true},
+		{Name: "logs", MountPath: "relative/dir/", MountPropagation: ptr.To(v1.MountPropagationHostToContainer)},
+		{Name: "cache", MountPath: "/b", MountPropagation: ptr.To(v1.MountPropagationBidirectional)},
+		{Name: "cache", MountPath: "/n", MountPropagation: ptr.To(v1.MountPropagationNone)},
+	}}
+	got, err := m.MountsFor(pod, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type mount struct {
+		container, host string
+		ro              bool
+		propagation     string
+	}
+	var summary []mount
+	for _, g := range got {
+		if g.SelinuxRelabel || g.RecursiveReadOnly {
+			t.Errorf("unexpected relabel/rro on %v", g)
+		}
+		summary = append(summary, mount{g.ContainerPath, g.HostPath, g.Readonly, g.Propagation.String()})
+	}
+	want := []mount{
+		{"/cache", cacheDir, false, "PROPAGATION_PRIVATE"},
+		{"/var/log/app", hostDir, true, "PROPAGATION_PRIVATE"},
+		{"/relative/dir", hostDir, false, "PROPAGATION_HOST_TO_CONTAINER"},
+		{"/b", cacheDir, false, "PROPAGATION_BIDIRECTIONAL"},
+		{"/n", cacheDir, false, "PROPAGATION_PRIVATE"},
+	}
+	if !reflect.DeepEqual(summary, want) {
+		t.Errorf("mounts =\n%v\nwant\n%v", summary, want)
+	}
+}
+
+func TestMountsForNoVolumeMounts(t *testing.T) {
+	m := newTestManager(t)
+	got, err := m.MountsFor(newPod("uid-1"), &v1.Container{Name: "app"})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("MountsFor = %v, %v; want no mounts", got, err)
+	}
+}
+
+func TestMountsForSELinuxRelabelsOnlyEmptyDir(t *testing.T) {
+	m := newTestManager(t)
+	m.selinuxEnabled = true
+	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("host", t.TempDir()))
+	must(t, m.SetUpPod(pod))
+	got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
+		{Name: "cache", MountPath: "/cache"}, {Name: "host", MountPath: "/host"},
+	}})
+	must(t, err)
+	if !got[0].SelinuxRelabel || got[1].SelinuxRelabel {
+		t.Errorf("relabel = %v/%v, want emptyDir only", got[0].SelinuxRelabel, got[1].SelinuxRelabel)
+	}
+}
+
+func TestMountsForErrors(t *testing.T) {
+	m := newTestManager(t)
+	pod := newPod("uid-1", emptyDirVolume("cache", ""), emptyDirVolume("never-set-up", ""))
+	must(t, m.SetUpPod(newPod("uid-1", emptyDirVolume("cache", ""))))
+	tests := []struct {
+		name    string
+		mount   v1.VolumeMount
+		wantErr string
+	}{
+		{"missing volume", v1.VolumeMount{Name: "nope", MountPath: "/x"}, `cannot find volume "nope" to mount into container "app"`},
+		{"emptyDir not set up", v1.VolumeMount{Name: "never-set-up", MountPath: "/x"}, `volume "never-set-up": emptyDir is not set up`},
+		{"subPathExpr", v1.VolumeMount{Name: "cache", MountPath: "/x", SubPathExpr: "$(POD_NAME)"}, `volume "cache": subPathExpr is not supported yet`},
+		{"invalid propagation", v1.VolumeMount{Name: "cache", MountPath: "/x", MountPropagation: ptr.To(v1.MountPropagationMode("Sideways"))},
+			`invalid MountPropagation mode: "Sideways"`},
+		{"rro needs readOnly", v1.VolumeMount{Name: "cache", MountPath: "/x", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)},
+			`failed to resolve recursive read-only mode: volume "cache" requested recursive read-only mode, but it is not read-only`},
+		{"rro with propagation", v1.VolumeMount{Name: "cache", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled),
+			MountPropagation: ptr.To(v1.MountPropagationHostToContainer)},
+			`failed to resolve recursive read-only mode: volume "cache" requested recursive read-only mode, but it is not compatible with propagation "HostToContainer"`},
+		{"rro enabled unsupported", v1.VolumeMount{Name: "cache", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)},
+			`failed to resolve recursive read-only mode: volume "cache" requested recursive read-only mode, but it is not supported by the runtime`},
+		{"rro unknown mode", v1.VolumeMount{Name: "cache", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyMode("Maybe"))},
+			`failed to resolve recursive read-only mode: unknown recursive read-only mode "Maybe"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{tt.mount}})
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestResolveRecursiveReadOnly(t *testing.T) {
+	tests := []struct {
+		mode      *v1.RecursiveReadOnlyMode
+		supported bool
+		want      bool
+	}{
+		{nil, true, false},
+		{ptr.To(v1.RecursiveReadOnlyDisabled), true, false},
+		{ptr.To(v1.RecursiveReadOnlyIfPossible), false, false},
+		{ptr.To(v1.RecursiveReadOnlyIfPossible), true, true},
+		{ptr.To(v1.RecursiveReadOnlyEnabled), true, true},
+	}
+	for _, tt := range tests {
+		got, err := resolveRecursiveReadOnly(&v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: tt.mode}, tt.supported)
+		if err != nil || got != tt.want {
+			t.Errorf("mode %v supported=%v: got %v, %v; want %v", tt.mode, tt.supported, got, err, tt.want)
+		}
+	}
+}
+
+func TestSubPath(t *testing.T) {
+	m := newTestManager(t)
+	outside := t.TempDir()
+	hostDir := t.TempDir()
+	must(t, os.Chmod(hostDir, 0o751))
+	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("host", hostDir))
+	must(t, m.SetUpPod(pod))
+	cache := m.emptyDirPath("uid-1", "cache")
+	must(t, os.WriteFile(filepath.Join(cache, "config.yaml"), nil, 0o644))
+	must(t, os.Mkdir(filepath.Join(cache, "real"), 0o755))
+	must(t, os.Symlink("real", filepath.Join(cache, "inside-link")))
+	must(t, os.Symlink(outside, filepath.Join(cache, "escape")))
+	must(t, os.Symlink("../../../..", filepath.Join(cache, "relative-escape")))
+	must(t, os.Symlink("/nonexistent-target", filepath.Join(cache, "dangling")))
+
+	mountsFor := func(vm v1.VolumeMount) (string, error) {
+		got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{vm}})
+		if err != nil {
+			return "", err
+		}
+		return got[0].HostPath, nil
+	}
+
+	t.Run("creates nested directories with the volume's mode", func(t *testing.T) {
+		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/data", SubPath: "a/b/c"})
+		must(t, err)
+		if want := filepath.Join(cache, "a/b/c"); got != want {
+			t.Errorf("host path = %q, want %q", got, want)
+		}
+		for _, d := range []string{"a", "a/b", "a/b/c"} {
+			if p := perm(t, filepath.Join(cache, d)); p != 0o777 {
+				t.Errorf("%s mode = %o, want 777", d, p)
+			}
+		}
+	})
+	t.Run("existing file", func(t *testing.T) {
+		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/etc/app/config.yaml", SubPath: "config.yaml"})
+		must(t, err)
+		if want := filepath.Join(cache, "config.yaml"); got != want {
+			t.Errorf("host path = %q, want %q", got, want)
+		}
+	})
+	t.Run("symlink inside the volume is resolved", func(t *testing.T) {
+		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/data", SubPath: "inside-link/new"})
+		must(t, err)
+		if want := filepath.Join(cache, "real", "new"); got != want {
+			t.Errorf("host path = %q, want %q", got, want)
+		}
+	})
+	t.Run("hostPath subPath takes the hostPath's mode", func(t *testing.T) {
+		got, err := mountsFor(v1.VolumeMount{Name: "host", MountPath: "/data", SubPath: "sub"})
+		must(t, err)
+		if want := filepath.Join(hostDir, "sub"); got != want {
+			t.Errorf("host path = %q, want %q", got, want)
+		}
+		if p := perm(t, got); p != 0o751 {
+			t.Errorf("mode = %o, want 751", p)
+		}
+	})
+
+	rejected := []struct {
+		name, subPath, wantErr string
+	}{
+		{"absolute", "/etc", "error SubPath `/etc` must not be an absolute path"},
+		{"backsteps", "a/../../etc", "unable to provision SubPath `a/../../etc`: must not contain '..'"},
+		{"leading backstep", "..", "unable to provision SubPath `..`: must not contain '..'"},
+		{"symlink escape", "escape", `failed to prepare subPath for volumeMount "cache" of container "app"`},
+		{"relative symlink escape", "relative-escape", `failed to prepare subPath for volumeMount "cache" of container "app"`},
+		{"create through an escaping symlink", "escape/newdir", `failed to create subPath directory for volumeMount "cache" of container "app"`},
+		{"dangling symlink", "dangling", `failed to create subPath directory for volumeMount "cache" of container "app"`},
+	}
+	for _, tt := range rejected {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/data", SubPath: tt.subPath})
+			if err == nil || err.Error() != tt.wantErr {
+				t.Fatalf("error = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("subPath handling created %v outside the volume", entries)
+	}
+}
+
+func TestCleanupPod(t *testing.T) {
+	m := newTestManager(t)
+	pod := newPod("uid-1", emptyDirVolume("cache", ""))
+	must(t, m.SetUpPod(pod))
+	must(t, os.WriteFile(filepath.Join(m.emptyDirPath("uid-1", "cache"), "data"), []byte("x"), 0o644))
+	must(t, m.SetUpPod(newPod("uid-2")))
+
+	must(t, m.CleanupPod("uid-1"))
+	if _, err := os.Stat(m.PodDir("uid-1")); !os.IsNotExist(err) {
+		t.Fatalf("pod dir still there: %v", err)
+	}
+	if _, err := os.Stat(m.PodDir("uid-2")); err != nil {
+		t.Fatalf("another pod's dir was touched: %v", err)
+	}
+	must(t, m.CleanupPod("uid-1")) // already gone is fine
+}
+
+func TestCleanupPodRefusesWhileMounted(t *testing.T) {
+	m := newTestManager(t)
+	must(t, m.SetUpPod(newPod("uid-1", emptyDirVolume("cache", ""))))
+	dir, err := filepath.EvalSymlinks(m.emptyDirPath("uid-1", "cache"))
+	must(t, err)
+	// A mount table claiming a mount that cannot be unmounted (the path is
+	// not really a mount point, so umount fails with EINVAL and the entry
+	// stays).
+	fake := filepath.Join(t.TempDir(), "mountinfo")
+	line := "100 1 0:50 / " + strings.ReplaceAll(dir, " ", `\040`) + " rw,relatime - tmpfs tmpfs rw\n"
+	must(t, os.WriteFile(fake, []byte(line), 0o644))
+	m.mountInfoPath = fake
+
+	err = m.CleanupPod("uid-1")
+	if err == nil || !strings.Contains(err.Error(), "is still mounted") {
+		t.Fatalf("error = %v, want a still-mounted refusal", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("volume removed despite the mount: %v", err)
+	}
+}
+
+func TestPodDirs(t *testing.T) {
+	m := newTestManager(t)
+	uids, err := m.PodDirs()
+	if err != nil || len(uids) != 0 {
+		t.Fatalf("PodDirs before any pod = %v, %v", uids, err)
+	}
+	must(t, m.SetUpPod(newPod("uid-b")))
+	must(t, m.SetUpPod(newPod("uid-a")))
+	must(t, os.WriteFile(filepath.Join(m.rootDir, "pods", "stray-file"), nil, 0o644))
+	uids, err = m.PodDirs()
+	must(t, err)
+	if want := []types.UID{"uid-a", "uid-b"}; !reflect.DeepEqual(uids, want) {
+		t.Errorf("PodDirs = %v, want %v", uids, want)
+	}
+	must(t, m.CleanupPod("uid-a"))
+	uids, err = m.PodDirs()
+	must(t, err)
+	if want := []types.UID{"uid-b"}; !reflect.DeepEqual(uids, want) {
+		t.Errorf("PodDirs after cleanup = %v, want %v", uids, want)
+	}
+}
+
+func TestParseMountInfo(t *testing.T) {
+	data := `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+36 22 0:32 / /var/lib/pods/with\040space rw,nosuid master:1 shared:2 - tmpfs tmpfs rw,size=1024k
+37 22 0:33 / /back\134slash rw - tmpfs none rw
+`
+	got, err := parseMountInfo(strings.NewReader(data))
+	must(t, err)
+	want := []mountEntry{{"/", "ext4"}, {"/var/lib/pods/with space", "tmpfs"}, {`/back\slash`, "tmpfs"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseMountInfo = %v, want %v", got, want)
+	}
+	if _, err := parseMountInfo(strings.NewReader("garbage line\n")); err == nil {
+		t.Error("malformed mountinfo accepted")
+	}
+}
+
+func TestMountPointsUnder(t *testing.T) {
+	mounts := []mountEntry{{"/pods/u", "tmpfs"}, {"/pods/u/v/a", "tmpfs"}, {"/pods/uu", "tmpfs"}, {"/pods/u/v", "tmpfs"}, {"/other", "ext4"}}
+	got := mountPointsUnder(mounts, "/pods/u")
+	want := []string{"/pods/u/v/a", "/pods/u/v", "/pods/u"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("mountPointsUnder = %v, want %v", got, want)
+	}
+}
