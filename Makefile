@@ -23,7 +23,7 @@ test-unit:
 test-e2e: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
 	  export CONTAINER_RUNTIME_ENDPOINT && \
-	  NODELET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -p 1 -timeout 20m -tags e2e ./test/e2e/...
+	  NODELET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -p 1 -timeout 40m -tags e2e ./test/e2e/...
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

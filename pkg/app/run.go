@@ -26,6 +26,8 @@ const (
 	runtimeConnectTimeout = 3 * time.Second
 	// runtimeStatusPeriod is how often the runtime's health is polled.
 	runtimeStatusPeriod = time.Second
+	// legacyContainerLogsDir holds the /var/log/containers symlinks log shippers read.
+	legacyContainerLogsDir = "/var/log/containers"
 )
 
 // Run starts nodelet and blocks until ctx ends or lock contention asks it to step aside.
@@ -51,8 +53,14 @@ func Run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 	state := kubelet.NewRuntimeState(runtime, runtimeStatusPeriod, opts.Config.RuntimeRequestTimeout.Duration)
+	// One check before anything reads the state, so the loop does not start by reporting
+	// a runtime that has simply not been asked yet.
+	state.Update(ctx)
 	go state.Run(ctx)
 	if err := serveHealthz(ctx, opts, state); err != nil {
+		return err
+	}
+	if err := startPodLoop(ctx, opts, runtime, images, state); err != nil {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
@@ -129,6 +137,7 @@ func makeDirectories(opts *config.Options) error {
 		{filepath.Join(root, "plugins_registry"), 0o750},
 		{filepath.Join(root, "pod-resources"), 0o750},
 		{opts.Config.PodLogsDir, 0o755},
+		{legacyContainerLogsDir, 0o755},
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {

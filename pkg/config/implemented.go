@@ -9,6 +9,25 @@ var implementedFields = map[string]bool{
 	"healthzPort":              true,
 	"healthzBindAddress":       true,
 	"podLogsDir":               true,
+	"staticPodPath":            true,
+	"staticPodURL":             true,
+	"staticPodURLHeader":       true,
+	"fileCheckFrequency":       true,
+	"httpCheckFrequency":       true,
+	"syncFrequency":            true,
+	"maxPods":                  true,
+	"cgroupRoot":               true,
+	"cgroupsPerQOS":            true,
+	"clusterDNS":               true,
+	"clusterDomain":            true,
+	"resolvConf":               true,
+	"serializeImagePulls":      true,
+	"maxParallelImagePulls":    true,
+	"registryPullQPS":          true,
+	"registryBurst":            true,
+	"cpuCFSQuota":              true,
+	"cpuCFSQuotaPeriod":        true,
+	"seccompDefault":           true,
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
@@ -17,6 +36,7 @@ var implementedCommandFlags = map[string]bool{
 	"lock-file":               true,
 	"exit-on-lock-contention": true,
 	"hostname-override":       true,
+	"node-ip":                 true,
 	"v":                       true,
 	"vmodule":                 true,
 }

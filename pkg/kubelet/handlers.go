@@ -42,7 +42,7 @@ func (k *Kubelet) admit(pod *v1.Pod) (reason, message string, ok bool) {
 // rejectPod marks a pod Failed without running it, as upstream's admission does.
 func (k *Kubelet) rejectPod(pod *v1.Pod, reason, message string) {
 	k.rejected.Insert(pod.UID)
-	k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, reason, message)
+	k.deps.Recorder.Event(pod, v1.EventTypeWarning, reason, message)
 	k.deps.Status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message})
 	klog.InfoS("Pod rejected", "pod", klog.KObj(pod), "reason", reason)
 }

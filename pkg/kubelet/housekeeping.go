@@ -37,6 +37,9 @@ func (h *housekeeper) run(ctx context.Context) {
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.removeOrphanedDirs(desiredUIDs)
 	h.removeOrphanedCgroups(ctx, desiredUIDs)
+	// Forget back-off entries that have not been touched for a while, so a container
+	// that ran well starts its next crash loop from the initial delay again.
+	h.k.backOff.GC()
 	klog.V(4).InfoS("Housekeeping done", "duration", time.Since(start))
 }
 

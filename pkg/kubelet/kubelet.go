@@ -64,7 +64,7 @@ type Deps struct {
 	Readiness    results.Manager
 	Startup      results.Manager
 	SourcesReady SourcesReady
-	Clock        clock.Clock
+	Clock        clock.WithTicker
 }
 
 // Kubelet is the loop: it turns pod updates, runtime events and timers into pod-worker work.

@@ -70,6 +70,10 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 	if err != nil {
 		return err
 	}
+	// A stopped sandbox reports no IPs; the final status keeps the ones the pod had.
+	if len(after.IPs) == 0 {
+		after.IPs = ps.IPs
+	}
 	if n := len(after.RunningContainerStatuses()); n > 0 {
 		return fmt.Errorf("pod %q still has %d running containers after kill", klog.KObj(pod), n)
 	}

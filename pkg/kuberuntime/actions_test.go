@@ -199,8 +199,8 @@ func TestComputePodActions(t *testing.T) {
 		{name: "Never, exit 1: done, kill pod", pod: withPolicy(v1.RestartPolicyNever), state: ready(regular(0, exited, 1)),
 			want: want{killPod: true, sandboxID: "sb1"}},
 		{
-			name: "Never, one running one exited: keep the pod",
-			pod:  func() *v1.Pod { p := twoContainers(); p.Spec.RestartPolicy = v1.RestartPolicyNever; return p },
+			name:  "Never, one running one exited: keep the pod",
+			pod:   func() *v1.Pod { p := twoContainers(); p.Spec.RestartPolicy = v1.RestartPolicyNever; return p },
 			state: ready(regular(0, running, 0), regular(1, exited, 1)),
 			want:  want{sandboxID: "sb1"},
 		},

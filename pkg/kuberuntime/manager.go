@@ -157,9 +157,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	klog.InfoS("Container runtime initialized", "containerRuntime", typed.RuntimeName,
 		"version", typed.RuntimeVersion, "apiVersion", typed.RuntimeApiVersion)
 
-	if opts.PodLogsDir != "" {
-		if err := os.MkdirAll(opts.PodLogsDir, 0o755); err != nil {
-			klog.ErrorS(err, "Failed to create pod log directory", "path", opts.PodLogsDir)
+	for _, dir := range []string{opts.PodLogsDir, m.opts.LegacyLogSymlinkDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			klog.ErrorS(err, "Failed to create log directory", "path", dir)
 		}
 	}
 

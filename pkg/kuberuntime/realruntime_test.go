@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -28,8 +29,10 @@ import (
 const realBusybox = "docker.io/library/busybox:1.36"
 
 type realEnv struct {
-	m   *Manager
-	rt  interface{ RemovePodSandbox(context.Context, string) error }
+	m  *Manager
+	rt interface {
+		RemovePodSandbox(context.Context, string) error
+	}
 	rec *record.FakeRecorder
 }
 
@@ -56,9 +59,6 @@ func newRealEnv(t *testing.T) *realEnv {
 		NodeName: "realtest",
 	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir+"/containers", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return &realEnv{m: m, rt: rs, rec: rec}
@@ -169,6 +169,10 @@ func TestRealPodLifecycle(t *testing.T) {
 		_ = e.m.GetContainerLogs(ctx, pod, cs.ID, &v1.PodLogOptions{}, &logs, &logs)
 		return strings.Contains(logs.String(), "hello from app")
 	})
+	link := e.m.legacyLogSymlink(cs.ID.ID, "app", pod.Name, pod.Namespace)
+	if target, err := os.Readlink(link); err != nil || !strings.HasSuffix(target, "/app/0.log") {
+		t.Errorf("legacy log symlink %s -> %q, %v", link, target, err)
+	}
 	u, err := e.m.GetExec(ctx, cs.ID, []string{"true"}, false, true, true, false)
 	if err != nil || u.Host == "" {
 		t.Fatalf("GetExec: %v %v", u, err)
@@ -223,8 +227,8 @@ func TestRealPodLifecycle(t *testing.T) {
 
 type deletedPods map[types.UID]bool
 
-func (d deletedPods) IsPodDeleted(uid types.UID) bool  { return d[uid] }
-func (d deletedPods) IsPodTerminated(types.UID) bool { return false }
+func (d deletedPods) IsPodDeleted(uid types.UID) bool { return d[uid] }
+func (d deletedPods) IsPodTerminated(types.UID) bool  { return false }
 
 func TestRealCrashLoopAndTerminationMessage(t *testing.T) {
 	e := newRealEnv(t)
@@ -260,5 +264,23 @@ func TestRealCrashLoopAndTerminationMessage(t *testing.T) {
 	_, r = e.sync(t, pod, backOff)
 	if err := r.Error(); err == nil || !strings.Contains(err.Error(), "CrashLoopBackOff") {
 		t.Fatalf("want CrashLoopBackOff, got %v", err)
+	}
+}
+
+func TestRealPostStartHTTPHookFailure(t *testing.T) {
+	e := newRealEnv(t)
+	app := busybox("app", "sleep", "3600")
+	// Nothing listens on 8081 in the pod: the hook fails (connection refused to the pod IP)
+	// and the container is killed.
+	app.Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8081)}}}
+	pod := realPod(t, "httphook", app)
+	t.Cleanup(func() { e.cleanup(t, pod) })
+	status, r := e.sync(t, pod, nil)
+	err := r.Error()
+	if err == nil || !strings.Contains(err.Error(), "PostStartHookError") || !strings.Contains(err.Error(), status.IPs[0]+":8081") {
+		t.Fatalf("want PostStartHookError mentioning the pod IP, got %v", err)
+	}
+	if cs := status.FindContainerStatusByName("app"); cs == nil || cs.State != container.ContainerStateExited {
+		t.Fatalf("container not killed: %+v", cs)
 	}
 }

@@ -67,7 +67,9 @@ func volumeSourceChecks(src *v1.VolumeSource) []struct {
 		{"cinder", src.Cinder != nil, nil},
 		{"cephFS", src.CephFS != nil, nil},
 		{"quobyte", src.Quobyte != nil, nil},
-		{"downwardAPI", src.DownwardAPI != nil, func(p *field.Path) field.ErrorList { return validateMode(src.DownwardAPI.DefaultMode, p.Child("defaultMode")) }},
+		{"downwardAPI", src.DownwardAPI != nil, func(p *field.Path) field.ErrorList {
+			return validateMode(src.DownwardAPI.DefaultMode, p.Child("defaultMode"))
+		}},
 		{"fc", src.FC != nil, nil},
 		{"flexVolume", src.FlexVolume != nil, nil},
 		{"configMap", src.ConfigMap != nil, func(p *field.Path) field.ErrorList { return validateConfigMapVolume(src.ConfigMap, p) }},
@@ -77,7 +79,9 @@ func volumeSourceChecks(src *v1.VolumeSource) []struct {
 		{"portworxVolume", src.PortworxVolume != nil, nil},
 		{"azureDisk", src.AzureDisk != nil, nil},
 		{"storageos", src.StorageOS != nil, nil},
-		{"projected", src.Projected != nil, func(p *field.Path) field.ErrorList { return validateMode(src.Projected.DefaultMode, p.Child("defaultMode")) }},
+		{"projected", src.Projected != nil, func(p *field.Path) field.ErrorList {
+			return validateMode(src.Projected.DefaultMode, p.Child("defaultMode"))
+		}},
 		{"scaleIO", src.ScaleIO != nil, nil},
 		{"csi", src.CSI != nil, func(p *field.Path) field.ErrorList { return validateCSI(src.CSI, p) }},
 		{"ephemeral", src.Ephemeral != nil, nil},

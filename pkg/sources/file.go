@@ -18,15 +18,21 @@ import (
 	utilio "k8s.io/utils/io"
 )
 
-// watchRetryPeriod is how often a missing watch is tried again (upstream retries its
-// fsnotify watch from 1s).
-const watchRetryPeriod = time.Second
+const (
+	// watchRetryPeriod is how often a missing watch is tried again (upstream retries
+	// its fsnotify watch from 1s).
+	watchRetryPeriod = time.Second
+	// defaultCheckPeriod replaces a period that is not positive: upstream's default
+	// fileCheckFrequency and httpCheckFrequency.
+	defaultCheckPeriod = 20 * time.Second
+)
 
 // NewSourceFile starts reading static pods from path, a directory of manifests or a
 // single manifest file, and sends the complete set as a SET to updates: once at start
 // (even when empty or when path does not exist yet, so the source becomes ready), then
 // on every change seen by an inotify watch, and after every full re-list, done each
-// period. The goroutines run for the life of the process, as upstream's do.
+// period. The goroutines run for the life of the process, as upstream's do
+// (StartSourceFile takes a context that ends them).
 //
 // What counts as a manifest: in a directory, every entry whose name does not start with
 // "." (subdirectories are not read); one pod per file, YAML or JSON. A file that cannot
@@ -38,9 +44,14 @@ const watchRetryPeriod = time.Second
 // the one whose file name sorts last is used, as upstream's re-list ends up doing, and
 // the other is reported.
 func NewSourceFile(path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) {
+	StartSourceFile(context.Background(), path, nodeName, period, updates)
+}
+
+// StartSourceFile is NewSourceFile with a context that stops its goroutines.
+func StartSourceFile(ctx context.Context, path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) {
 	s := newSourceFile(path, nodeName, period, updates)
 	klog.V(1).InfoS("Watching path", "path", s.path)
-	go s.run(context.Background())
+	go s.run(ctx)
 }
 
 type sourceFile struct {
@@ -57,17 +68,21 @@ type sourceFile struct {
 
 	watch      dirWatcher
 	newWatcher func(dir string) (dirWatcher, error)
+	watchRetry time.Duration
+	// watchFailed avoids logging the same failure to watch every retry.
+	watchFailed bool
 }
 
 func newSourceFile(path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) *sourceFile {
 	return &sourceFile{
-		path:       strings.TrimRight(path, string(os.PathSeparator)),
+		path:       filepath.Clean(path),
 		nodeName:   nodeName,
-		period:     period,
+		period:     positiveOr(period, defaultCheckPeriod),
 		updates:    updates,
 		manifests:  make(map[string]*v1.Pod),
 		problems:   newProblemLog(),
 		newWatcher: newDirWatcher,
+		watchRetry: watchRetryPeriod,
 	}
 }
 
@@ -80,7 +95,7 @@ func (s *sourceFile) run(ctx context.Context) {
 
 	relist := time.NewTicker(s.period)
 	defer relist.Stop()
-	retry := time.NewTicker(watchRetryPeriod)
+	retry := time.NewTicker(s.watchRetry)
 	defer retry.Stop()
 	for {
 		var events <-chan watchEvent
@@ -129,10 +144,13 @@ func (s *sourceFile) startWatch() bool {
 	}
 	w, err := s.newWatcher(dir)
 	if err != nil {
-		klog.V(2).InfoS("Unable to watch config path, relying on periodic relist", "path", dir, "err", err)
+		if !s.watchFailed {
+			klog.V(2).InfoS("Unable to watch config path, relying on periodic relist", "path", dir, "err", err)
+			s.watchFailed = true
+		}
 		return false
 	}
-	s.watch = w
+	s.watch, s.watchFailed = w, false
 	return true
 }
 
@@ -165,7 +183,7 @@ func (s *sourceFile) relist(ctx context.Context) {
 		s.manifests = manifests
 	case info.Mode().IsRegular():
 		s.manifests = make(map[string]*v1.Pod)
-		s.readManifest(s.path)
+		s.readManifest(s.manifests, s.path)
 	default:
 		s.problems.report(s.path, errors.New("path is not a directory or file"), "Unable to read config path", "path", s.path)
 		return
@@ -179,20 +197,18 @@ func (s *sourceFile) readDir() (map[string]*v1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	saved := s.manifests
-	s.manifests = make(map[string]*v1.Pod)
-	defer func() { s.manifests, saved = saved, s.manifests }()
+	manifests := make(map[string]*v1.Pod)
 	for _, entry := range entries {
 		if isHidden(entry.Name()) {
 			continue
 		}
-		s.readEntry(filepath.Join(s.path, entry.Name()))
+		s.readEntry(manifests, filepath.Join(s.path, entry.Name()))
 	}
-	return s.manifests, nil
+	return manifests, nil
 }
 
 // readEntry reads one directory entry, following symlinks like upstream's os.Stat.
-func (s *sourceFile) readEntry(path string) {
+func (s *sourceFile) readEntry(into map[string]*v1.Pod, path string) {
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:
@@ -200,21 +216,24 @@ func (s *sourceFile) readEntry(path string) {
 	case info.IsDir():
 		s.problems.report(path, nil, "Provided manifest path is a directory, not recursing into manifest path", "path", path)
 	case info.Mode().IsRegular():
-		s.readManifest(path)
+		s.readManifest(into, path)
 	default:
 		s.problems.report(path, nil, "Manifest path is not a directory or file", "path", path, "mode", info.Mode())
 	}
 }
 
-// readManifest stores the pod of a good manifest, or reports the manifest and drops it.
-func (s *sourceFile) readManifest(path string) {
+// readManifest stores the pod of a good manifest in into, or reports the manifest and
+// drops it from into.
+func (s *sourceFile) readManifest(into map[string]*v1.Pod, path string) {
 	pod, err := s.extractFromFile(path)
 	if err != nil {
-		delete(s.manifests, path)
-		s.problems.report(path, err, "Could not process manifest file", "path", path)
+		delete(into, path)
+		if !errors.Is(err, fs.ErrNotExist) { // deleted since listed: not a problem
+			s.problems.report(path, err, "Could not process manifest file", "path", path)
+		}
 		return
 	}
-	s.manifests[path] = pod
+	into[path] = pod
 	s.problems.resolve(path)
 }
 
@@ -252,9 +271,9 @@ func (s *sourceFile) handleEvent(ctx context.Context, ev watchEvent) {
 		delete(s.manifests, ev.path)
 		s.problems.resolve(ev.path)
 	case opCreated:
-		// A new file is still empty until its writer closes it; its write event will
-		// follow. Anything else created (a symlink, a hard link) is complete already.
-		if info, err := os.Lstat(ev.path); err == nil && info.Mode().IsRegular() && info.Size() == 0 {
+		// A new regular file may still be being written; its close-after-write event
+		// follows. Anything else created (a symlink) is complete already.
+		if info, err := os.Lstat(ev.path); err == nil && info.Mode().IsRegular() {
 			return
 		}
 		s.refreshEntry(ev.path)
@@ -283,7 +302,7 @@ func (s *sourceFile) refreshEntry(path string) {
 		delete(s.manifests, path)
 		s.problems.resolve(path)
 	case err == nil && info.Mode().IsRegular():
-		s.readManifest(path)
+		s.readManifest(s.manifests, path)
 	default:
 		// Directories and odd entries are reported by the next relist.
 		delete(s.manifests, path)
@@ -331,6 +350,13 @@ func (s *sourceFile) currentSet() []*v1.Pod {
 		pods = append(pods, pod)
 	}
 	return pods
+}
+
+func positiveOr(d, fallback time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return fallback
 }
 
 func isHidden(name string) bool {

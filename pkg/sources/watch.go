@@ -4,8 +4,8 @@ package sources
 type watchOp int
 
 const (
-	// opCreated: an entry was created and may still be empty (a writer follows with
-	// opWritten when it closes the file).
+	// opCreated: an entry was created; a regular file may still be being written (its
+	// writer's close brings opWritten).
 	opCreated watchOp = iota
 	// opWritten: an entry's content or mode is final for now (closed after writing,
 	// moved into the directory, attributes changed).

@@ -21,6 +21,41 @@ import (
 	"time"
 )
 
+// isolatedRig is a second containerd (its own socket, state, bridge and pod subnet) for
+// tests that run the nodelet binary: a kubelet kills every pod in its runtime that no
+// source asks for, so nodelet processes must not share a runtime with the library tests.
+var isolatedRig = []string{
+	"NODELET_STATE_DIR=/var/lib/nodelet-e2e",
+	"NODELET_RUN_DIR=/run/nodelet-e2e",
+	"NODELET_BRIDGE=nodelet1",
+	"NODELET_POD_CIDR=10.89.0.0/24",
+}
+
+// isolatedEndpoint is set by TestMain once the isolated rig is up.
+var isolatedEndpoint string
+
+func TestMain(m *testing.M) {
+	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "runtime.sh"), "up")
+	cmd.Env = append(os.Environ(), isolatedRig...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bringing up the isolated containerd for nodelet tests: %v\n", err)
+		os.Exit(1)
+	}
+	isolatedEndpoint = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "CONTAINER_RUNTIME_ENDPOINT="))
+	os.Exit(m.Run())
+}
+
+// nodeletEndpoint is the CRI socket nodelet processes under test use.
+func nodeletEndpoint(t *testing.T) string {
+	t.Helper()
+	if isolatedEndpoint == "" {
+		t.Fatal("the isolated containerd is not up")
+	}
+	return isolatedEndpoint
+}
+
 // endpoint is the CRI socket of the project's containerd.
 func endpoint(t *testing.T) string {
 	t.Helper()
@@ -94,7 +129,7 @@ func startNodelet(t *testing.T, args ...string) *nodelet {
 	t.Helper()
 	n := &nodelet{t: t, out: &syncBuffer{}, done: make(chan struct{}), healthzPort: freePort(t), rootDir: t.TempDir()}
 	base := []string{
-		"--container-runtime-endpoint=" + endpoint(t),
+		"--container-runtime-endpoint=" + nodeletEndpoint(t),
 		"--root-dir=" + n.rootDir,
 		"--healthz-port=" + strconv.Itoa(n.healthzPort),
 	}
@@ -183,10 +218,12 @@ func (n *nodelet) waitHealthz(d time.Duration, want int) error {
 	}
 }
 
-// runtimeScript runs hack/runtime.sh with a subcommand (stop/start the project's containerd).
+// runtimeScript runs hack/runtime.sh with a subcommand (stop/start) on the isolated
+// containerd that nodelet processes use.
 func runtimeScript(t *testing.T, sub string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "runtime.sh"), sub)
+	cmd.Env = append(os.Environ(), isolatedRig...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/runtime.sh %s: %v\n%s", sub, err, out)
 	}

@@ -46,6 +46,8 @@ import (
 var images = []*image{
 	goImage("pause", "registry.k8s.io/pause:3.10").withUser("65535:65535"),
 	busyboxImage("docker.io/library/busybox:1.36", "registry.k8s.io/e2e-test-images/busybox:1.36.1-1"),
+	goImage("probe-server", "nodelet.local/probe-server:1.0").onBusybox(),
+	goImage("grpc-health", "nodelet.local/grpc-health:1.0").onBusybox(),
 }
 
 // epoch is the fixed timestamp of every file and of the image config.

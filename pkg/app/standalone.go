@@ -1,0 +1,195 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/pkg/cli"
+	"github.com/nodelet/nodelet/pkg/cm"
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/dns"
+	"github.com/nodelet/nodelet/pkg/events"
+	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/kubelet"
+	"github.com/nodelet/nodelet/pkg/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/pleg"
+	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/server"
+	"github.com/nodelet/nodelet/pkg/sources"
+	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/volumes"
+)
+
+// plegChannelCapacity is upstream's PLEG event buffer.
+const plegChannelCapacity = 1000
+
+// podStateProxy lets the runtime manager's garbage collector ask the loop about pods,
+// although the loop is built after the runtime manager.
+type podStateProxy struct{ k *kubelet.Kubelet }
+
+func (p *podStateProxy) IsPodDeleted(uid types.UID) bool { return p.k != nil && p.k.IsPodDeleted(uid) }
+func (p *podStateProxy) IsPodTerminated(uid types.UID) bool {
+	return p.k != nil && p.k.IsPodTerminated(uid)
+}
+
+// startPodLoop builds the pod sources, the runtime manager and the loop, and runs them
+// until ctx ends.
+func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState) error {
+	cfg := opts.Config
+	nodeName, err := nodeName(opts)
+	if err != nil {
+		return err
+	}
+	nodeIPs := nodeIPs(opts)
+	recorder := eventRecorder()
+	liveness, readiness, startup := results.NewManager(), results.NewManager(), results.NewManager()
+	vols := volumes.NewManager(opts.RootDirectory)
+	cgroups := cm.NewPodCgroups(cfg.CgroupRoot, *cfg.CgroupsPerQOS)
+	proxy := &podStateProxy{}
+	runtime, err := kuberuntime.NewManager(ctx, kuberuntime.Options{
+		RuntimeService: rs, ImageService: is, Recorder: recorder,
+		LivenessManager: liveness, StartupManager: startup,
+		Volumes: vols, DNS: dnsConfigurer(cfg, recorder, nodeName, nodeIPs), PodState: proxy,
+		RootDir: opts.RootDirectory, PodLogsDir: cfg.PodLogsDir, ClusterDomain: cfg.ClusterDomain,
+		NodeName: nodeName, NodeIPs: ipStrings(nodeIPs), CgroupParent: cgroups.Parent,
+		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
+		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: machineMemory(),
+		ImageOptions: images.Options{
+			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
+		},
+	})
+	if err != nil {
+		return err
+	}
+	cache := podcache.New()
+	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
+	podConfig := sources.NewConfig(recorder)
+	expected := startSources(ctx, cfg, podConfig, types.NodeName(nodeName))
+	k := kubelet.New(kubelet.Config{
+		NodeName: nodeName, HostIPs: ipStrings(nodeIPs), SyncFrequency: cfg.SyncFrequency.Duration,
+		HousekeepingPeriod: 2 * time.Second, MaxPods: int(cfg.MaxPods), GCPeriod: time.Minute,
+		GCPolicy: container.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
+	}, kubelet.Deps{
+		Runtime: runtime, PLEG: pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{}),
+		PLEGEvents: plegEvents, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: cgroups,
+		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup,
+		SourcesReady: func() bool { return podConfig.SeenAllSources(expected) },
+	})
+	proxy.k = k
+	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
+		return err
+	}
+	go k.Run(ctx, podConfig.Updates())
+	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
+	return nil
+}
+
+// startSources starts the static pod directory and URL sources that are configured and
+// returns the names the loop must hear from before cleaning up unknown pods.
+func startSources(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, pc *sources.Config, node types.NodeName) sets.Set[string] {
+	expected := sets.New[string]()
+	if cfg.StaticPodPath != "" {
+		klog.InfoS("Adding static pod path", "path", cfg.StaticPodPath)
+		sources.StartSourceFile(ctx, cfg.StaticPodPath, node, cfg.FileCheckFrequency.Duration, pc.Channel(ctx, sources.FileSource))
+		expected.Insert(sources.FileSource)
+	}
+	if cfg.StaticPodURL != "" {
+		klog.InfoS("Adding pod URL with HTTP header", "URL", cfg.StaticPodURL, "header", cfg.StaticPodURLHeader)
+		sources.StartSourceURL(ctx, cfg.StaticPodURL, http.Header(cfg.StaticPodURLHeader), node, cfg.HTTPCheckFrequency.Duration, pc.Channel(ctx, sources.HTTPSource))
+		expected.Insert(sources.HTTPSource)
+	}
+	return expected
+}
+
+func eventRecorder() record.EventRecorder { return events.LoggingRecorder{} }
+
+func dnsConfigurer(cfg *kubeletconfig.KubeletConfiguration, recorder record.EventRecorder, node string, nodeIPs []net.IP) *dns.Configurer {
+	var clusterDNS []net.IP
+	for _, s := range cfg.ClusterDNS {
+		if ip := net.ParseIP(s); ip != nil {
+			clusterDNS = append(clusterDNS, ip)
+		}
+	}
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+	c := dns.NewConfigurer(recorder, nodeRef, nodeIPs, clusterDNS, cfg.ClusterDomain, *cfg.ResolverConfig)
+	c.CheckLimitsForResolvConf()
+	return c
+}
+
+// nodeName is --hostname-override or the host name, lower-cased as upstream.
+func nodeName(opts *config.Options) (string, error) {
+	name := opts.HostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("could not determine the node name: %w", err)
+		}
+		name = h
+	}
+	return strings.ToLower(strings.TrimSpace(name)), nil
+}
+
+// nodeIPs is --node-ip, or the first non-loopback address of the host.
+func nodeIPs(opts *config.Options) []net.IP {
+	var ips []net.IP
+	for _, s := range strings.Split(opts.NodeIP, ",") {
+		if ip := net.ParseIP(strings.TrimSpace(s)); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) > 0 {
+		return ips
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return []net.IP{n.IP}
+		}
+	}
+	return []net.IP{net.ParseIP("127.0.0.1")}
+}
+
+func ipStrings(ips []net.IP) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
+
+// machineMemory is MemTotal from /proc/meminfo, in bytes (0 when unknown).
+func machineMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
