@@ -29,6 +29,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/logs"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
 	"github.com/nodelet/nodelet/pkg/prober/results"
@@ -98,6 +99,9 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
 		return err
 	}
+	if err := startLogRotation(ctx, cfg, rs); err != nil {
+		return err
+	}
 	go k.Run(ctx, podConfig.Updates())
 	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
 	return nil
@@ -120,7 +124,18 @@ func startSources(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, 
 	return expected
 }
 
-func eventRecorder() record.EventRecorder { return events.LoggingRecorder{} }
+// startLogRotation rotates container logs past containerLogMaxSize, as upstream's
+// container log manager does (the runtime only ever appends).
+func startLogRotation(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, rs internalapi.RuntimeService) error {
+	m, err := logs.NewContainerLogManager(rs, cfg.ContainerLogMaxSize, int(*cfg.ContainerLogMaxFiles), cfg.ContainerLogMonitorInterval.Duration)
+	if err != nil {
+		return fmt.Errorf("container log manager: %w", err)
+	}
+	m.Start(ctx)
+	return nil
+}
+
+func eventRecorder() record.EventRecorder { return events.NewLoggingRecorder(clock.RealClock{}) }
 
 func dnsConfigurer(cfg *kubeletconfig.KubeletConfiguration, recorder record.EventRecorder, node string, nodeIPs []net.IP) *dns.Configurer {
 	var clusterDNS []net.IP

@@ -4,46 +4,86 @@ package events
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
-// LoggingRecorder is a record.EventRecorder that logs.
-type LoggingRecorder struct{}
+// repeatWindow is how long an identical event is not logged again, as the API server's
+// event correlator folds repeats into a count instead of new events.
+const repeatWindow = 10 * time.Minute
 
-var _ record.EventRecorder = LoggingRecorder{}
-
-func (LoggingRecorder) Event(obj runtime.Object, eventType, reason, message string) {
-	logEvent(obj, eventType, reason, message)
+// LoggingRecorder is a record.EventRecorder that logs, once per repeatWindow for
+// identical events (same object, type, reason and message).
+type LoggingRecorder struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	seen  map[string]time.Time
 }
 
-func (LoggingRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
-	logEvent(obj, eventType, reason, fmt.Sprintf(format, args...))
+var _ record.EventRecorder = (*LoggingRecorder)(nil)
+
+// NewLoggingRecorder returns a recorder that logs events.
+func NewLoggingRecorder(c clock.PassiveClock) *LoggingRecorder {
+	return &LoggingRecorder{clock: c, seen: map[string]time.Time{}}
 }
 
-func (LoggingRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
-	logEvent(obj, eventType, reason, fmt.Sprintf(format, args...))
+func (r *LoggingRecorder) Event(obj runtime.Object, eventType, reason, message string) {
+	r.log(obj, eventType, reason, message)
 }
 
-func logEvent(obj runtime.Object, eventType, reason, message string) {
+func (r *LoggingRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
+	r.log(obj, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *LoggingRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
+	r.log(obj, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *LoggingRecorder) log(obj runtime.Object, eventType, reason, message string) {
 	kind, ref := describe(obj)
+	if !r.firstInWindow(fmt.Sprintf("%s|%s|%s|%s|%s", kind, ref, eventType, reason, message)) {
+		return
+	}
 	klog.InfoS("Event", "type", eventType, "reason", reason, "object", ref, "kind", kind, "message", message)
 }
 
-// describe names the object an event is about: a pod, or a container reference.
+// firstInWindow reports whether key was not seen within the window, and forgets old keys.
+func (r *LoggingRecorder) firstInWindow(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if last, ok := r.seen[key]; ok && now.Sub(last) < repeatWindow {
+		return false
+	}
+	r.seen[key] = now
+	if len(r.seen) > 4096 {
+		for k, t := range r.seen {
+			if now.Sub(t) >= repeatWindow {
+				delete(r.seen, k)
+			}
+		}
+	}
+	return true
+}
+
+// describe names the object an event is about.
 func describe(obj runtime.Object) (string, klog.ObjectRef) {
 	if obj == nil {
 		return "", klog.ObjectRef{}
 	}
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	if m, err := meta.Accessor(obj); err == nil {
-		if kind == "" {
-			kind = "Pod"
-		}
-		return kind, klog.KRef(m.GetNamespace(), m.GetName())
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return kind, klog.ObjectRef{}
 	}
-	return kind, klog.ObjectRef{}
+	if kind == "" {
+		kind = "Pod"
+	}
+	return kind, klog.KRef(m.GetNamespace(), m.GetName())
 }

@@ -24,6 +24,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/images"
@@ -49,6 +51,11 @@ type bench struct {
 
 func run(endpoint string, runs int) error {
 	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	metrics, err := cri.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	rs, err := cri.NewRemoteRuntimeService(ctx, endpoint, 3*time.Second, 2*time.Minute)
 	if err != nil {
 		return err
@@ -57,6 +64,9 @@ func run(endpoint string, runs int) error {
 	if err != nil {
 		return err
 	}
+	// The runtime manager's calls are counted, to show what SyncPod adds to the raw three.
+	managerRS := cri.NewInstrumentedRuntimeService(rs, metrics)
+	managerIS := cri.NewInstrumentedImageService(is, metrics)
 	root, err := os.MkdirTemp("", "nodelet-bench-")
 	if err != nil {
 		return err
@@ -67,7 +77,7 @@ func run(endpoint string, runs int) error {
 		return err
 	}
 	b.m, err = kuberuntime.NewManager(ctx, kuberuntime.Options{
-		RuntimeService: rs, ImageService: is, Recorder: record.NewFakeRecorder(10000),
+		RuntimeService: managerRS, ImageService: managerIS, Recorder: record.NewFakeRecorder(10000),
 		Volumes: volumes.NewManager(root), RootDir: root, PodLogsDir: b.logsDir, LegacyLogSymlinkDir: root + "/containers", NodeName: "bench",
 		CPUCFSQuota: true, ImageOptions: images.Options{SerializeImagePulls: true},
 	})
@@ -105,6 +115,26 @@ func run(endpoint string, runs int) error {
 	fmt.Printf("  raw CRI (RunPodSandbox+CreateContainer+StartContainer): %7.1f ms\n", ms2(mr))
 	fmt.Printf("  nodelet GetPodStatus+SyncPod:                          %7.1f ms\n", ms2(ms))
 	fmt.Printf("  overhead: %+.1f ms, ratio SyncPod/raw: %.2f\n", ms2(ms-mr), float64(ms)/float64(mr))
+	return printCalls(reg, runs+1)
+}
+
+// printCalls shows the CRI calls the runtime manager made per pod and their mean time.
+func printCalls(reg *prometheus.Registry, pods int) error {
+	families, err := reg.Gather()
+	if err != nil {
+		return err
+	}
+	fmt.Println("  CRI calls per GetPodStatus+SyncPod (count, mean ms):")
+	for _, f := range families {
+		if f.GetName() != "kubelet_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			op := m.GetLabel()[0].GetValue()
+			fmt.Printf("    %-22s %4.1f  %6.2f\n", op, float64(h.GetSampleCount())/float64(pods), 1000*h.GetSampleSum()/float64(h.GetSampleCount()))
+		}
+	}
 	return nil
 }
 
