@@ -60,7 +60,7 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err := serveHealthz(ctx, opts, state); err != nil {
 		return err
 	}
-	if err := startPodLoop(ctx, opts, runtime, images, state); err != nil {
+	if err := startPodLoop(ctx, opts, runtime, images, state, registry); err != nil {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)

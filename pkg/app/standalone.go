@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,6 +33,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/logs"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/prober"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 	"github.com/nodelet/nodelet/pkg/server"
 	"github.com/nodelet/nodelet/pkg/sources"
@@ -53,7 +55,7 @@ func (p *podStateProxy) IsPodTerminated(uid types.UID) bool {
 
 // startPodLoop builds the pod sources, the runtime manager and the loop, and runs them
 // until ctx ends.
-func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState) error {
+func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, reg prometheus.Registerer) error {
 	cfg := opts.Config
 	nodeName, err := nodeName(opts)
 	if err != nil {
@@ -81,6 +83,11 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	if err != nil {
 		return err
 	}
+	statusManager := status.NewManager(nil)
+	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, reg)
+	if err := pleg.Register(reg); err != nil {
+		return err
+	}
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
 	podConfig := sources.NewConfig(recorder)
@@ -91,8 +98,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 		GCPolicy: container.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
 	}, kubelet.Deps{
 		Runtime: runtime, PLEG: pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{}),
-		PLEGEvents: plegEvents, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: cgroups,
-		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup,
+		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,
+		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: func() bool { return podConfig.SeenAllSources(expected) },
 	})
 	proxy.k = k

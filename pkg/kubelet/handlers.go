@@ -19,6 +19,7 @@ func (k *Kubelet) handlePodAdditions(pods []*v1.Pod) {
 			continue
 		}
 		k.dispatch(pod, podworkers.SyncPodCreate)
+		k.deps.Prober.AddPod(pod)
 	}
 }
 
@@ -63,6 +64,7 @@ func (k *Kubelet) handlePodRemoves(pods []*v1.Pod) {
 	for _, pod := range pods {
 		k.pods.RemovePod(pod)
 		k.rejected.Delete(pod.UID)
+		k.deps.Prober.RemovePod(pod)
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{
 			Pod: pod, UpdateType: podworkers.SyncPodKill, StartTime: k.deps.Clock.Now(),
 		})

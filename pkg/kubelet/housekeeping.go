@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/podworkers"
@@ -29,9 +30,12 @@ func (h *housekeeper) run(ctx context.Context) {
 	start := time.Now()
 	desired := h.k.pods.GetPods()
 	desiredUIDs := map[types.UID]bool{}
+	probed := map[types.UID]sets.Empty{}
 	for _, p := range desired {
 		desiredUIDs[p.UID] = true
+		probed[p.UID] = sets.Empty{}
 	}
+	h.k.deps.Prober.CleanupPods(probed)
 	known := h.k.workers.SyncKnownPods(desired)
 	h.killOrphans(ctx, desiredUIDs, known)
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)

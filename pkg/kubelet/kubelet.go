@@ -33,6 +33,14 @@ type Cgroups interface {
 	Remove(uid types.UID) error
 }
 
+// Prober runs the pods' liveness, readiness and startup probes.
+type Prober interface {
+	AddPod(pod *v1.Pod)
+	StopLivenessAndStartup(pod *v1.Pod)
+	RemovePod(pod *v1.Pod)
+	CleanupPods(desired map[types.UID]sets.Empty)
+}
+
 // SourcesReady reports whether every pod source has delivered its first full list; before
 // that, nothing unknown may be cleaned up.
 type SourcesReady func() bool
@@ -63,6 +71,7 @@ type Deps struct {
 	Liveness     results.Manager
 	Readiness    results.Manager
 	Startup      results.Manager
+	Prober       Prober
 	SourcesReady SourcesReady
 	Clock        clock.WithTicker
 }

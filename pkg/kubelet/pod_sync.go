@@ -57,6 +57,8 @@ func onlyBackOff(r container.PodSyncResult) bool {
 // resulting status; it succeeds only when nothing is left running.
 func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus, gracePeriod *int64, statusFn func(*v1.PodStatus)) error {
 	klog.V(2).InfoS("Pod terminating", "pod", klog.KObj(pod), "gracePeriod", gracePeriod)
+	// Liveness and startup failures must not restart what is being stopped.
+	k.deps.Prober.StopLivenessAndStartup(pod)
 	apiStatus := k.generateStatus(pod, ps, false)
 	if statusFn != nil {
 		statusFn(&apiStatus)
@@ -98,6 +100,7 @@ func (k *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, running *contai
 // SyncTerminatedPod releases what a stopped pod held: its volumes and directory, and its
 // cgroup. Containers are left for the garbage collector (and logs for `logs --previous`).
 func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus) error {
+	k.deps.Prober.RemovePod(pod)
 	if _, desired := k.pods.GetPodByUID(pod.UID); !desired {
 		if err := k.deps.Volumes.CleanupPod(pod.UID); err != nil {
 			return err

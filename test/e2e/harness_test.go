@@ -127,13 +127,20 @@ type nodelet struct {
 // startNodelet runs nodelet with a private root dir, log dir and healthz port, plus args.
 func startNodelet(t *testing.T, args ...string) *nodelet {
 	t.Helper()
-	n := &nodelet{t: t, out: &syncBuffer{}, done: make(chan struct{}), healthzPort: freePort(t), rootDir: t.TempDir()}
+	port, root := freePort(t), t.TempDir()
 	base := []string{
 		"--container-runtime-endpoint=" + nodeletEndpoint(t),
-		"--root-dir=" + n.rootDir,
-		"--healthz-port=" + strconv.Itoa(n.healthzPort),
+		"--root-dir=" + root,
+		"--healthz-port=" + strconv.Itoa(port),
 	}
-	n.cmd = exec.Command(nodeletBin(t), append(base, args...)...)
+	return launchNodelet(t, port, root, append(base, args...))
+}
+
+// launchNodelet starts the binary with exactly args and stops it when the test ends.
+func launchNodelet(t *testing.T, healthzPort int, rootDir string, args []string) *nodelet {
+	t.Helper()
+	n := &nodelet{t: t, out: &syncBuffer{}, done: make(chan struct{}), healthzPort: healthzPort, rootDir: rootDir}
+	n.cmd = exec.Command(nodeletBin(t), args...)
 	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 	n.started = time.Now()
 	if err := n.cmd.Start(); err != nil {
@@ -144,7 +151,7 @@ func startNodelet(t *testing.T, args ...string) *nodelet {
 		n.signal(syscall.SIGKILL)
 		<-n.done
 		if t.Failed() {
-			t.Logf("nodelet output:\n%s", n.out.String())
+			t.Logf("nodelet output (pid %d):\n%s", n.cmd.Process.Pid, n.out.String())
 		}
 	})
 	return n

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -63,22 +62,7 @@ func (s *standalone) restart(t *testing.T, hard bool) {
 	}
 	s.signal(sig)
 	<-s.done
-	args := s.cmd.Args[1:]
-	n := &nodelet{t: t, out: &syncBuffer{}, done: make(chan struct{}), healthzPort: s.healthzPort, rootDir: s.rootDir}
-	n.cmd = exec.Command(nodeletBin(t), args...)
-	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
-	n.started = time.Now()
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { n.exitErr = n.cmd.Wait(); close(n.done) }()
-	t.Cleanup(func() {
-		n.signal(syscall.SIGKILL)
-		<-n.done
-		if t.Failed() {
-			t.Logf("restarted nodelet output:\n%s", n.out.String())
-		}
-	})
+	n := launchNodelet(t, s.healthzPort, s.rootDir, s.cmd.Args[1:])
 	s.nodelet = n
 }
 
@@ -303,5 +287,61 @@ func TestRuntimeOutageIsSurvived(t *testing.T) {
 	out := s.out.String()
 	if n := strings.Count(out, "Skipping pod synchronization"); n != 1 {
 		t.Errorf("the loop logged the outage %d times, want once", n)
+	}
+}
+
+// exec runs a command in this node's running container of a static pod.
+func (s *standalone) exec(t *testing.T, pod string, cmd ...string) {
+	t.Helper()
+	cs := s.containers(t, pod, false)
+	if len(cs) == 0 {
+		t.Fatalf("no running container in %s", pod)
+	}
+	if _, _, err := s.rs.ExecSync(context.Background(), cs[0].Id, cmd, 5*time.Second); err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+}
+
+func TestProbesDriveReadinessAndRestarts(t *testing.T) {
+	s := startStandalone(t)
+	s.writeManifest(t, "probed.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: probed
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: `+busybox+`
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    readinessProbe:
+      exec: {command: ["test", "-f", "/tmp/ready"]}
+      periodSeconds: 1
+    livenessProbe:
+      exec: {command: ["test", "!", "-f", "/tmp/dead"]}
+      periodSeconds: 1
+      failureThreshold: 1
+`)
+	ready := func() (bool, int32) {
+		p, ok := s.apiPods(t)["probed"]
+		if !ok || len(p.Status.ContainerStatuses) != 1 {
+			return false, -1
+		}
+		return p.Status.ContainerStatuses[0].Ready, p.Status.ContainerStatuses[0].RestartCount
+	}
+	waitFor(t, 10*time.Second, "container running", func() bool { return len(s.containers(t, "probed", false)) == 1 })
+	time.Sleep(2 * time.Second)
+	if r, _ := ready(); r {
+		t.Fatal("ready before the readiness file exists")
+	}
+	s.exec(t, "probed", "touch", "/tmp/ready")
+	waitFor(t, 5*time.Second, "ready after the file appears", func() bool { r, _ := ready(); return r })
+	s.exec(t, "probed", "touch", "/tmp/dead")
+	waitFor(t, 15*time.Second, "one restart after liveness fails", func() bool { _, n := ready(); return n == 1 })
+	// The new container has no /tmp/dead: it stays up and is not ready (no /tmp/ready).
+	time.Sleep(3 * time.Second)
+	if r, n := ready(); n != 1 || r {
+		t.Errorf("after the restart: ready=%v restarts=%d, want not ready and exactly 1 restart", r, n)
 	}
 }
