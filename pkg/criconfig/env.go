@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/pkg/container"
 )
 
 // ErrNeedsClusterMode is wrapped by the errors for env vars taken from
@@ -141,7 +143,7 @@ func podFieldValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, opts ContainerOption
 func containerResourceValue(pod *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSelector, opts ContainerOptions) (string, error) {
 	target := c
 	if fs.ContainerName != "" {
-		if target = findContainer(pod, fs.ContainerName); target == nil {
+		if target = container.GetContainerSpec(pod, fs.ContainerName); target == nil {
 			return "", fmt.Errorf("container %s not found", fs.ContainerName)
 		}
 	}
@@ -188,19 +190,4 @@ func withDefaultLimits(r v1.ResourceRequirements, machineMemory int64) v1.Resour
 		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(machineMemory, resource.BinarySI)
 	}
 	return out
-}
-
-// findContainer finds a regular or init container by name.
-func findContainer(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }

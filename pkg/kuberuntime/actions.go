@@ -138,7 +138,7 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, idx int, status *containe
 	spec := &pod.Spec.Containers[idx]
 	cs := status.FindContainerStatusByName(spec.Name)
 	if cs == nil || cs.State != container.ContainerStateRunning {
-		if shouldContainerBeRestarted(spec, pod, status) {
+		if container.ShouldContainerBeRestarted(spec, pod, status) {
 			klog.V(3).InfoS("Container of pod is not in the desired state and shall be started", "containerName", spec.Name, "pod", klog.KObj(pod))
 			changes.ContainersToStart = append(changes.ContainersToStart, idx)
 			if cs != nil && cs.State == container.ContainerStateUnknown {
@@ -361,30 +361,6 @@ func networkNamespaceForPod(pod *v1.Pod) runtimeapi.NamespaceMode {
 		return runtimeapi.NamespaceMode_NODE
 	}
 	return runtimeapi.NamespaceMode_POD
-}
-
-// shouldContainerBeRestarted applies the restart policy to a container that is not
-// running (upstream's ShouldContainerBeRestarted).
-func shouldContainerBeRestarted(c *v1.Container, pod *v1.Pod, status *container.PodStatus) bool {
-	if pod.DeletionTimestamp != nil {
-		return false // a pod being deleted never restarts anything
-	}
-	cs := status.FindContainerStatusByName(c.Name)
-	switch {
-	case cs == nil:
-		return true // never started (or every instance was garbage collected)
-	case cs.State == container.ContainerStateRunning:
-		return false
-	case cs.State == container.ContainerStateUnknown || cs.State == container.ContainerStateCreated:
-		return true
-	case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
-		klog.V(4).InfoS("Already ran container, do nothing", "pod", klog.KObj(pod), "containerName", c.Name)
-		return false
-	case pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && cs.ExitCode == 0:
-		klog.V(4).InfoS("Already successfully ran container, do nothing", "pod", klog.KObj(pod), "containerName", c.Name)
-		return false
-	}
-	return true
 }
 
 func shouldRestartOnFailure(pod *v1.Pod) bool {

@@ -144,7 +144,7 @@ func (h *hookRunner) runHTTPHandler(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	if httpErr != nil {
 		return err
 	}
-	h.recorder.Event(podRef(pod), v1.EventTypeWarning, eventLifecycleHTTPFallback,
+	h.recorder.Event(container.PodRef(pod), v1.EventTypeWarning, eventLifecycleHTTPFallback,
 		fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", plain.URL.Host))
 	return nil
 }

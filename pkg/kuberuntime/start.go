@@ -23,7 +23,7 @@ import (
 // container.Err* reasons (or an images.Err* reason from the pull).
 func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer) (string, error) {
 	pod := s.pod
-	imageRef, msg, err := m.imagePuller.EnsureImageExists(ctx, containerRef(pod, c), pod, c.Image,
+	imageRef, msg, err := m.imagePuller.EnsureImageExists(ctx, container.ContainerRef(pod, c), pod, c.Image,
 		podPullSecrets(pod, s.pullSecrets), s.sandboxConfig, m.opts.RuntimeHandler, c.ImagePullPolicy)
 	if err != nil {
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", grpcMessage(err))

@@ -139,37 +139,5 @@ func (pb *prober) event(pod *v1.Pod, c *v1.Container, eventType, reason, message
 	if pb.recorder == nil {
 		return
 	}
-	pb.recorder.Event(containerRef(pod, c), eventType, reason, message)
-}
-
-func containerRef(pod *v1.Pod, c *v1.Container) *v1.ObjectReference {
-	return &v1.ObjectReference{
-		Kind:            "Pod",
-		APIVersion:      "v1",
-		Name:            pod.Name,
-		Namespace:       pod.Namespace,
-		UID:             pod.UID,
-		ResourceVersion: pod.ResourceVersion,
-		FieldPath:       containerFieldPath(pod, c.Name),
-	}
-}
-
-// containerFieldPath is spec.containers{name} (or initContainers, ephemeralContainers).
-func containerFieldPath(pod *v1.Pod, name string) string {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == name {
-			return "spec.containers{" + name + "}"
-		}
-	}
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == name {
-			return "spec.initContainers{" + name + "}"
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		if c.Name == name {
-			return "spec.ephemeralContainers{" + name + "}"
-		}
-	}
-	return "implicitly required container " + name
+	pb.recorder.Event(container.ContainerRef(pod, c), eventType, reason, message)
 }

@@ -289,7 +289,7 @@ func (w *worker) notRunning(c *v1.ContainerStatus) bool {
 	if c.State.Terminated == nil {
 		return true // waiting to start
 	}
-	return containerShouldRestart(&w.container, &w.pod.Spec, c.State.Terminated.ExitCode)
+	return container.ContainerShouldRestart(&w.container, &w.pod.Spec, c.State.Terminated.ExitCode)
 }
 
 // shouldProbe applies the initial delay and the startup gate: the startup probe runs until
@@ -323,47 +323,4 @@ func (w *worker) record(result results.Result) {
 		w.onHold = true
 		w.resultRun = 0
 	}
-}
-
-// containerShouldRestart says whether a container that exited with exitCode will be started
-// again: its restart rules, then its own restart policy, then the pod's.
-func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
-	if c.RestartPolicy != nil {
-		if ruleSaysRestart(c.RestartPolicyRules, exitCode) {
-			return true
-		}
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return exitCode != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch spec.RestartPolicy {
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	case v1.RestartPolicyNever:
-		return false
-	default:
-		return true
-	}
-}
-
-// ruleSaysRestart reports whether the first rule matching exitCode asks for a restart.
-func ruleSaysRestart(rules []v1.ContainerRestartRule, exitCode int32) bool {
-	for _, r := range rules {
-		if r.ExitCodes == nil {
-			continue
-		}
-		listed := false
-		for _, v := range r.ExitCodes.Values {
-			listed = listed || v == exitCode
-		}
-		if (r.ExitCodes.Operator == v1.ContainerRestartRuleOnExitCodesOpIn) == listed {
-			return r.Action == v1.ContainerRestartRuleActionRestart
-		}
-	}
-	return false
 }

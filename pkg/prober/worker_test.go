@@ -321,24 +321,6 @@ func TestTerminatedContainer(t *testing.T) {
 	}
 }
 
-func TestContainerRestartPolicyOverridesPods(t *testing.T) {
-	never, always := v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyAlways
-	spec := &v1.PodSpec{RestartPolicy: v1.RestartPolicyAlways}
-	if containerShouldRestart(&v1.Container{RestartPolicy: &never}, spec, 1) {
-		t.Error("container policy Never restarts")
-	}
-	c := &v1.Container{RestartPolicy: &never, RestartPolicyRules: []v1.ContainerRestartRule{{
-		Action:    v1.ContainerRestartRuleActionRestart,
-		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
-	}}}
-	if !containerShouldRestart(c, spec, 42) || containerShouldRestart(c, spec, 1) {
-		t.Error("restart rule for exit code 42 not applied")
-	}
-	if !containerShouldRestart(&v1.Container{RestartPolicy: &always}, &v1.PodSpec{RestartPolicy: v1.RestartPolicyNever}, 0) {
-		t.Error("sidecar with Always does not restart in a Never pod")
-	}
-}
-
 func TestPodFinishedStopsWorker(t *testing.T) {
 	r := newRig(t)
 	pod := testPod(v1.Container{ReadinessProbe: execProbe()})

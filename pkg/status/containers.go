@@ -185,7 +185,7 @@ func (cv *converter) applyWaitingReasons(containers []v1.Container, statuses map
 		if isInit && cv.initContainerSettled(c, statuses[c.Name]) {
 			continue
 		}
-		if !shouldContainerBeRestarted(c, cv.pod, cv.podStatus) || cv.opts.BackOffReasons == nil {
+		if !container.ShouldContainerBeRestarted(c, cv.pod, cv.podStatus) || cv.opts.BackOffReasons == nil {
 			continue
 		}
 		reason, message, ok := cv.opts.BackOffReasons(c.Name)

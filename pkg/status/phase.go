@@ -2,6 +2,8 @@ package status
 
 import (
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/container"
 )
 
 // phaseCounts tallies container states for getPhase.
@@ -75,11 +77,11 @@ func (n *phaseCounts) countInit(c *v1.Container, spec *v1.PodSpec, statuses []v1
 	case !ok, s.State.Running != nil:
 		n.pendingInit++
 	case s.State.Terminated != nil:
-		if code := s.State.Terminated.ExitCode; code != 0 && !containerShouldRestart(c, spec, code) {
+		if code := s.State.Terminated.ExitCode; code != 0 && !container.ContainerShouldRestart(c, spec, code) {
 			n.failedInitNotRestartable++
 		}
 	case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
-		if code := s.LastTerminationState.Terminated.ExitCode; code != 0 && !containerShouldRestart(c, spec, code) {
+		if code := s.LastTerminationState.Terminated.ExitCode; code != 0 && !container.ContainerShouldRestart(c, spec, code) {
 			n.failedInitNotRestartable++
 		}
 	default:
@@ -120,7 +122,7 @@ func (n *phaseCounts) countRegular(c *v1.Container, spec *v1.PodSpec, statuses [
 	case s.State.Terminated != nil:
 		n.stopped++
 		code := s.State.Terminated.ExitCode
-		if !containerShouldRestart(c, spec, code) {
+		if !container.ContainerShouldRestart(c, spec, code) {
 			n.stoppedNotRestartable++
 		}
 		if code == 0 {
@@ -128,7 +130,7 @@ func (n *phaseCounts) countRegular(c *v1.Container, spec *v1.PodSpec, statuses [
 		}
 	case s.State.Waiting != nil && s.LastTerminationState.Terminated != nil:
 		n.stopped++
-		if !containerShouldRestart(c, spec, s.LastTerminationState.Terminated.ExitCode) {
+		if !container.ContainerShouldRestart(c, spec, s.LastTerminationState.Terminated.ExitCode) {
 			n.stoppedNotRestartable++
 		}
 	case s.State.Waiting != nil:

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/container"
 )
 
 // maxPodTerminationMessageLogLength bounds the termination messages of all of a pod's
@@ -113,7 +115,7 @@ func checkContainerStateTransition(oldStatus, newStatus *v1.PodStatus, spec *v1.
 			if i := slices.IndexFunc(containers, func(c v1.Container) bool { return c.Name == o.Name }); i >= 0 {
 				c = &containers[i]
 			}
-			if containerShouldRestart(c, spec, o.State.Terminated.ExitCode) {
+			if container.ContainerShouldRestart(c, spec, o.State.Terminated.ExitCode) {
 				continue
 			}
 			if n, ok := findStatus(news, o.Name); ok && n.State.Terminated == nil {

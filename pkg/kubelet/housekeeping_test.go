@@ -1,0 +1,193 @@
+package kubelet
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/status"
+)
+
+// fakeRuntime implements what the loop calls; the embedded interface panics on the rest.
+type fakeRuntime struct {
+	container.Runtime
+	mu      sync.Mutex
+	running []*container.Pod
+	killed  []types.UID
+	synced  []types.UID
+}
+
+func (f *fakeRuntime) Type() string { return "fake" }
+
+func (f *fakeRuntime) GetPods(context.Context, bool) ([]*container.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running, nil
+}
+
+func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*container.PodStatus, error) {
+	return &container.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
+}
+
+func (f *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus, _ []v1.Secret, _ *flowcontrol.Backoff) container.PodSyncResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced = append(f.synced, pod.UID)
+	return container.PodSyncResult{}
+}
+
+func (f *fakeRuntime) KillPod(_ context.Context, _ *v1.Pod, rp container.Pod, _ *int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.killed = append(f.killed, rp.ID)
+	var keep []*container.Pod
+	for _, p := range f.running {
+		if p.ID != rp.ID {
+			keep = append(keep, p)
+		}
+	}
+	f.running = keep
+	return nil
+}
+
+func (f *fakeRuntime) killedUIDs() []types.UID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]types.UID(nil), f.killed...)
+}
+
+type fakeVolumes struct {
+	mu      sync.Mutex
+	dirs    []types.UID
+	cleaned []types.UID
+}
+
+func (v *fakeVolumes) SetUpPod(*v1.Pod) error { return nil }
+func (v *fakeVolumes) CleanupPod(uid types.UID) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.cleaned = append(v.cleaned, uid)
+	return nil
+}
+func (v *fakeVolumes) PodDirs() ([]types.UID, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]types.UID(nil), v.dirs...), nil
+}
+
+type fakeCgroups struct{}
+
+func (fakeCgroups) Pods() map[types.UID]bool { return nil }
+func (fakeCgroups) Remove(types.UID) error   { return nil }
+
+type fakeProber struct{}
+
+func (fakeProber) AddPod(*v1.Pod)                       {}
+func (fakeProber) StopLivenessAndStartup(*v1.Pod)       {}
+func (fakeProber) RemovePod(*v1.Pod)                    {}
+func (fakeProber) CleanupPods(map[types.UID]sets.Empty) {}
+
+func newTestKubelet(rt *fakeRuntime, vols *fakeVolumes, ready *bool) *Kubelet {
+	cache := podcache.New()
+	cache.UpdateTime(time.Now().Add(time.Hour))
+	return New(Config{SyncFrequency: time.Minute, HousekeepingPeriod: time.Second, MaxPods: 2, GCPeriod: time.Minute}, Deps{
+		Runtime: rt, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: fakeCgroups{},
+		Recorder: record.NewFakeRecorder(100), Liveness: results.NewManager(), Readiness: results.NewManager(),
+		Startup: results.NewManager(), Prober: fakeProber{}, SourcesReady: func() bool { return *ready },
+	})
+}
+
+func testPod(uid, name string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "ns"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "busybox"}}}}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHousekeepingWaitsForSourcesThenKillsOrphans(t *testing.T) {
+	rt := &fakeRuntime{running: []*container.Pod{
+		{ID: "orphan", Name: "old", Namespace: "ns"},
+		{ID: "wanted", Name: "keep", Namespace: "ns"},
+	}}
+	vols := &fakeVolumes{dirs: []types.UID{"gone", "wanted"}}
+	ready := false
+	k := newTestKubelet(rt, vols, &ready)
+	k.handlePodAdditions([]*v1.Pod{testPod("wanted", "keep")})
+
+	k.housekeeper.run(context.Background())
+	time.Sleep(50 * time.Millisecond)
+	if got := rt.killedUIDs(); len(got) != 0 {
+		t.Fatalf("killed %v before every source was seen", got)
+	}
+
+	ready = true
+	k.housekeeper.run(context.Background())
+	eventually(t, "the orphan killed", func() bool { return len(rt.killedUIDs()) == 1 })
+	if got := rt.killedUIDs(); got[0] != "orphan" {
+		t.Fatalf("killed %v, want only the orphan", got)
+	}
+	vols.mu.Lock()
+	defer vols.mu.Unlock()
+	if len(vols.cleaned) != 1 || vols.cleaned[0] != "gone" {
+		t.Errorf("cleaned pod dirs %v, want only the unknown pod's", vols.cleaned)
+	}
+}
+
+func TestAdmissionRejectsPodsBeyondMaxPods(t *testing.T) {
+	rt := &fakeRuntime{}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	k.handlePodAdditions([]*v1.Pod{testPod("a", "a"), testPod("b", "b"), testPod("c", "c")})
+	st, ok := k.deps.Status.GetPodStatus("c")
+	if !ok || st.Phase != v1.PodFailed || st.Reason != "OutOfpods" {
+		t.Fatalf("third pod with maxPods 2: status %+v", st)
+	}
+	eventually(t, "the admitted pods synced", func() bool {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return len(rt.synced) >= 2
+	})
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, uid := range rt.synced {
+		if uid == "c" {
+			t.Fatal("the rejected pod was synced")
+		}
+	}
+}
+
+func TestRemovedPodIsKilledAndItsDirectoryCleaned(t *testing.T) {
+	rt := &fakeRuntime{}
+	vols := &fakeVolumes{}
+	ready := true
+	k := newTestKubelet(rt, vols, &ready)
+	pod := testPod("r", "r")
+	k.handlePodAdditions([]*v1.Pod{pod})
+	eventually(t, "synced", func() bool { rt.mu.Lock(); defer rt.mu.Unlock(); return len(rt.synced) == 1 })
+	k.handlePodRemoves([]*v1.Pod{pod})
+	eventually(t, "killed", func() bool { return len(rt.killedUIDs()) == 1 })
+	eventually(t, "volumes cleaned", func() bool { vols.mu.Lock(); defer vols.mu.Unlock(); return len(vols.cleaned) == 1 })
+	if _, ok := k.pods.GetPodByUID("r"); ok {
+		t.Error("removed pod still desired")
+	}
+}
