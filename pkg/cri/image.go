@@ -3,7 +3,6 @@ package cri
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -31,18 +30,9 @@ var _ internalapi.ImageManagerService = (*remoteImageService)(nil)
 // PullImage. Use ImageEndpointOrDefault when no image endpoint is configured.
 func NewRemoteImageService(ctx context.Context, endpoint string, connectionTimeout, requestTimeout time.Duration, opts ...Option) (internalapi.ImageManagerService, error) {
 	o := buildOptions(opts)
-	connectionTimeout, err := checkTimeouts(connectionTimeout, requestTimeout)
+	conn, connectionTimeout, err := dialService(o, "image", endpoint, connectionTimeout, requestTimeout)
 	if err != nil {
 		return nil, err
-	}
-	socket, err := ParseEndpoint(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	o.logger.V(3).Info("Connecting to image service", "endpoint", endpoint)
-	conn, err := newConn(socket)
-	if err != nil {
-		return nil, fmt.Errorf("image endpoint %q: %w", endpoint, err)
 	}
 	r := &remoteImageService{
 		client:  runtimeapi.NewImageServiceClient(conn),
@@ -50,7 +40,11 @@ func NewRemoteImageService(ctx context.Context, endpoint string, connectionTimeo
 		timeout: requestTimeout,
 		logger:  o.logger,
 	}
-	if err := r.checkCRIv1(ctx, endpoint, connectionTimeout); err != nil {
+	err = checkCRIv1(ctx, o.logger, "image", endpoint, connectionTimeout, func(ctx context.Context) error {
+		_, err := r.client.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+		return err
+	})
+	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -58,22 +52,6 @@ func NewRemoteImageService(ctx context.Context, endpoint string, connectionTimeo
 		return NewInstrumentedImageService(r, o.metrics), nil
 	}
 	return r, nil
-}
-
-// checkCRIv1 calls ImageFsInfo once so that an absent or pre-v1 image
-// service is reported at startup with the endpoint named.
-func (r *remoteImageService) checkCRIv1(ctx context.Context, endpoint string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	_, err := r.client.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
-	if err == nil {
-		r.logger.V(2).Info("Validated CRI v1 image API", "endpoint", endpoint)
-		return nil
-	}
-	if status.Code(err) == codes.Unimplemented {
-		return fmt.Errorf("image endpoint %q does not implement the CRI v1 image API: %w", endpoint, err)
-	}
-	return fmt.Errorf("cannot reach image endpoint %q: %w", endpoint, err)
 }
 
 func (r *remoteImageService) trace(msg string, keysAndValues ...any) {

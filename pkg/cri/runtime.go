@@ -34,18 +34,9 @@ var _ internalapi.RuntimeService = (*remoteRuntimeService)(nil)
 // methods). A missing socket fails at once rather than after the timeout.
 func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTimeout, requestTimeout time.Duration, opts ...Option) (internalapi.RuntimeService, error) {
 	o := buildOptions(opts)
-	connectionTimeout, err := checkTimeouts(connectionTimeout, requestTimeout)
+	conn, connectionTimeout, err := dialService(o, "runtime", endpoint, connectionTimeout, requestTimeout)
 	if err != nil {
 		return nil, err
-	}
-	socket, err := ParseEndpoint(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	o.logger.V(3).Info("Connecting to runtime service", "endpoint", endpoint)
-	conn, err := newConn(socket)
-	if err != nil {
-		return nil, fmt.Errorf("runtime endpoint %q: %w", endpoint, err)
 	}
 	r := &remoteRuntimeService{
 		client:  runtimeapi.NewRuntimeServiceClient(conn),
@@ -54,7 +45,13 @@ func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTim
 		logger:  o.logger,
 		errLogs: newErrorLogThrottle(o.clock, identicalErrorDelay),
 	}
-	if err := r.checkCRIv1(ctx, endpoint, connectionTimeout); err != nil {
+	// Version tells an absent runtime, or one that only speaks the removed v1alpha2
+	// API, at startup with the endpoint named, instead of as a failure of a later call.
+	err = checkCRIv1(ctx, o.logger, "runtime", endpoint, connectionTimeout, func(ctx context.Context) error {
+		_, err := r.client.Version(ctx, &runtimeapi.VersionRequest{})
+		return err
+	})
+	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -64,21 +61,39 @@ func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTim
 	return r, nil
 }
 
-// checkCRIv1 calls Version once so that a runtime that is absent, or that
-// only speaks the removed v1alpha2 API, is reported at startup with the
-// endpoint named, instead of as a failure of some later call.
-func (r *remoteRuntimeService) checkCRIv1(ctx context.Context, endpoint string, timeout time.Duration) error {
+// dialService checks the timeouts and the endpoint and opens the (lazy) connection for
+// the "runtime" or "image" service.
+func dialService(o options, kind, endpoint string, connectionTimeout, requestTimeout time.Duration) (*grpc.ClientConn, time.Duration, error) {
+	connectionTimeout, err := checkTimeouts(connectionTimeout, requestTimeout)
+	if err != nil {
+		return nil, 0, err
+	}
+	socket, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, 0, err
+	}
+	o.logger.V(3).Info("Connecting to "+kind+" service", "endpoint", endpoint)
+	conn, err := newConn(socket)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s endpoint %q: %w", kind, endpoint, err)
+	}
+	return conn, connectionTimeout, nil
+}
+
+// checkCRIv1 makes one call of the service within timeout and words its failure with the
+// endpoint named: Unimplemented means the service does not speak CRI v1.
+func checkCRIv1(ctx context.Context, logger klog.Logger, kind, endpoint string, timeout time.Duration, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := r.client.Version(ctx, &runtimeapi.VersionRequest{})
+	err := call(ctx)
 	if err == nil {
-		r.logger.V(2).Info("Validated CRI v1 runtime API", "endpoint", endpoint)
+		logger.V(2).Info("Validated CRI v1 "+kind+" API", "endpoint", endpoint)
 		return nil
 	}
 	if status.Code(err) == codes.Unimplemented {
-		return fmt.Errorf("runtime endpoint %q does not implement the CRI v1 runtime API: %w", endpoint, err)
+		return fmt.Errorf("%s endpoint %q does not implement the CRI v1 %s API: %w", kind, endpoint, kind, err)
 	}
-	return fmt.Errorf("cannot reach runtime endpoint %q: %w", endpoint, err)
+	return fmt.Errorf("cannot reach %s endpoint %q: %w", kind, endpoint, err)
 }
 
 // trace logs a request or response at V(10), as the kubelet does.
