@@ -1,8 +1,20 @@
 #!/usr/bin/env bash
-# Runs every benchmark against the project's containerd and prints their figures.
+# Runs every benchmark against real containerd and prints their figures. Each benchmark
+# measures nodelet and its baseline side by side in one run (the machine is noisy).
 # Expects CONTAINER_RUNTIME_ENDPOINT (make bench sets it after hack/runtime.sh up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${CONTAINER_RUNTIME_ENDPOINT:?run via make bench}"
-echo "== SyncPod vs raw CRI =="
-go run ./test/bench/syncpod -endpoint "$CONTAINER_RUNTIME_ENDPOINT" -runs "${BENCH_RUNS:-10}"
+# nodelet processes get a containerd of their own: a kubelet removes pods it does not own.
+isolated=$(NODELET_STATE_DIR=/var/lib/nodelet-e2e NODELET_RUN_DIR=/run/nodelet-e2e \
+  NODELET_BRIDGE=nodelet1 NODELET_POD_CIDR=10.89.0.0/24 hack/runtime.sh up)
+isolated=${isolated#CONTAINER_RUNTIME_ENDPOINT=}
+
+echo "== runtime manager: GetPodStatus+SyncPod vs raw CRI =="
+go run ./test/bench/syncpod -endpoint "$CONTAINER_RUNTIME_ENDPOINT" -runs "${BENCH_RUNS:-10}" 2>/dev/null
+echo
+echo "== standalone nodelet: manifest → running vs raw CRI; 30 pods; idle cost =="
+go run ./test/bench/standalone -endpoint "$isolated" -nodelet bin/nodelet -runs "${BENCH_RUNS:-10}" -pods 30 -idle "${BENCH_IDLE:-60s}" 2>/dev/null
+echo
+echo "== probes: CPU per exec readiness probe, 100 containers =="
+go run ./test/bench/probes -endpoint "$CONTAINER_RUNTIME_ENDPOINT" 2>/dev/null
