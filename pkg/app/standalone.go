@@ -95,7 +95,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	k := kubelet.New(kubelet.Config{
 		NodeName: nodeName, HostIPs: ipStrings(nodeIPs), SyncFrequency: cfg.SyncFrequency.Duration,
 		HousekeepingPeriod: 2 * time.Second, MaxPods: int(cfg.MaxPods), GCPeriod: time.Minute,
-		GCPolicy: container.GCPolicy{MinAge: 0, MaxPerPodContainer: 1, MaxContainers: -1},
+		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
+			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
 	}, kubelet.Deps{
 		Runtime: runtime, PLEG: pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{}),
 		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,

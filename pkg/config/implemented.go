@@ -35,13 +35,16 @@ var implementedFields = map[string]bool{
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
 var implementedCommandFlags = map[string]bool{
-	"root-dir":                true,
-	"lock-file":               true,
-	"exit-on-lock-contention": true,
-	"hostname-override":       true,
-	"node-ip":                 true,
-	"v":                       true,
-	"vmodule":                 true,
+	"root-dir":                              true,
+	"lock-file":                             true,
+	"exit-on-lock-contention":               true,
+	"hostname-override":                     true,
+	"node-ip":                               true,
+	"minimum-container-ttl-duration":        true,
+	"maximum-dead-containers-per-container": true,
+	"maximum-dead-containers":               true,
+	"v":                                     true,
+	"vmodule":                               true,
 }
 
 func implementedFlag(spec flagSpec) bool {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	kc "k8s.io/kubelet/config/v1beta1"
 )
@@ -27,6 +28,10 @@ type KubeletFlags struct {
 	LockFilePath         string            `json:"lock-file"`
 	ExitOnLockContention bool              `json:"exit-on-lock-contention"`
 	RuntimeCgroups       string            `json:"runtime-cgroups"`
+	// Container garbage collection (upstream's deprecated GC flags, still honoured).
+	MinimumGCAge            metav1.Duration `json:"minimum-container-ttl-duration"`
+	MaxPerPodContainerCount int32           `json:"maximum-dead-containers-per-container"`
+	MaxContainerCount       int32           `json:"maximum-dead-containers"`
 }
 
 // Options is everything the command line and the configuration files decide.
@@ -56,8 +61,9 @@ type CommandLine struct {
 // NewCommandLine registers every upstream kubelet flag.
 func NewCommandLine(name string) *CommandLine {
 	c := &CommandLine{
-		fs:     pflag.NewFlagSet(name, pflag.ContinueOnError),
-		flags:  KubeletFlags{RootDirectory: DefaultRootDir, CertDirectory: "/var/lib/kubelet/pki"},
+		fs: pflag.NewFlagSet(name, pflag.ContinueOnError),
+		flags: KubeletFlags{RootDirectory: DefaultRootDir, CertDirectory: "/var/lib/kubelet/pki",
+			MaxPerPodContainerCount: 1, MaxContainerCount: -1},
 		specs:  map[string]flagSpec{},
 		klogFS: flag.NewFlagSet("klog", flag.ContinueOnError),
 	}

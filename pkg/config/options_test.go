@@ -181,3 +181,20 @@ func mustMkdir(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+func TestGarbageCollectionFlags(t *testing.T) {
+	_, opts, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.MaxPerPodContainerCount != 1 || opts.MaxContainerCount != -1 || opts.MinimumGCAge.Duration != 0 {
+		t.Errorf("GC defaults: %+v", opts.KubeletFlags)
+	}
+	_, opts, err = parse(t, "--minimum-container-ttl-duration=1m", "--maximum-dead-containers-per-container=3", "--maximum-dead-containers=50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.MinimumGCAge.Duration != time.Minute || opts.MaxPerPodContainerCount != 3 || opts.MaxContainerCount != 50 {
+		t.Errorf("GC flags not applied: %+v", opts.KubeletFlags)
+	}
+}
