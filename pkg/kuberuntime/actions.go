@@ -106,7 +106,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, status *container.PodStatus) po
 // computeNewSandboxActions fills changes when the sandbox must be (re)created: everything
 // restarts from the first init container, unless the pod has finished.
 func computeNewSandboxActions(pod *v1.Pod, status *container.PodStatus, changes *podActions) {
-	if !shouldRestartOnFailure(pod) && changes.Attempt != 0 && len(status.ContainerStatuses) != 0 {
+	if !shouldRestartOnFailure(pod) && !hasContainerLevelRestart(pod) && changes.Attempt != 0 && len(status.ContainerStatuses) != 0 {
 		// A Never pod whose containers already ran gets no new sandbox; it is just killed.
 		// (No container statuses means none was ever created: retry the sandbox.)
 		changes.CreateSandbox = false
@@ -114,11 +114,9 @@ func computeNewSandboxActions(pod *v1.Pod, status *container.PodStatus, changes 
 	}
 	var toStart []int
 	for idx := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[idx]
-		if pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure && containerSucceeded(c, status) {
-			continue
+		if runsInNewSandbox(&pod.Spec.Containers[idx], pod, status) {
+			toStart = append(toStart, idx)
 		}
-		toStart = append(toStart, idx)
 	}
 	if len(toStart) == 0 && hasAnyRegularContainerCreated(pod, status) {
 		// Initialized and nothing left to run: no new sandbox.
@@ -130,6 +128,22 @@ func computeNewSandboxActions(pod *v1.Pod, status *container.PodStatus, changes 
 		return
 	}
 	changes.ContainersToStart = toStart
+}
+
+// runsInNewSandbox says whether a regular container starts again in a new sandbox. One
+// that exited runs again only if its restart rules and policies say so for its exit code,
+// as the pod phase assumes (so OnFailure skips the succeeded ones); one that was still
+// running (or unknown) dies with the old sandbox, a failure.
+func runsInNewSandbox(c *v1.Container, pod *v1.Pod, status *container.PodStatus) bool {
+	cs := status.FindContainerStatusByName(c.Name)
+	switch {
+	case cs == nil, cs.State == container.ContainerStateCreated:
+		return true // it never ran
+	case cs.State == container.ContainerStateExited:
+		return container.ContainerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
+	default:
+		return mayRestartOnFailure(c, pod)
+	}
 }
 
 // computeContainerActions decides about one regular container; it returns true when a
@@ -154,7 +168,8 @@ func (m *Manager) computeContainerActions(pod *v1.Pod, idx int, status *containe
 
 	var message string
 	var reason killReason
-	restart := shouldRestartOnFailure(pod)
+	// A probe failure is a failure without an exit code: restart rules cannot apply yet.
+	restart := mayRestartOnFailure(spec, pod)
 	if expected := container.HashContainer(spec); cs.Hash != expected {
 		message = fmt.Sprintf("Container %s definition changed", spec.Name)
 		// A changed spec restarts regardless of the restart policy.
@@ -197,7 +212,6 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, status *container.Pod
 	// the init containers have been removed since.
 	podInitialized := regularContainerCreatedOrRunning(pod, status)
 	previouslyInitialized := podInitialized
-	restartOnFailure := shouldRestartOnFailure(pod)
 
 	// Walk backwards: completed init containers may have been removed, so the last one
 	// with a status says how far initialization got.
@@ -215,7 +229,7 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, status *container.Pod
 			continue
 		}
 		var stop bool
-		podInitialized, stop = m.initContainerAction(pod, i, cs, previouslyInitialized, restartOnFailure, podInitialized, changes)
+		podInitialized, stop = m.initContainerAction(pod, i, cs, previouslyInitialized, podInitialized, changes)
 		if stop {
 			return false
 		}
@@ -231,7 +245,7 @@ func (m *Manager) computeInitContainerActions(pod *v1.Pod, status *container.Pod
 
 // initContainerAction decides about init container i given its latest status. It returns
 // the updated "pod initialized" flag, and stop=true when the pod must be killed.
-func (m *Manager) initContainerAction(pod *v1.Pod, i int, cs *container.Status, previouslyInitialized, restartOnFailure, podInitialized bool, changes *podActions) (bool, bool) {
+func (m *Manager) initContainerAction(pod *v1.Pod, i int, cs *container.Status, previouslyInitialized, podInitialized bool, changes *podActions) (bool, bool) {
 	c := &pod.Spec.InitContainers[i]
 	last := i == len(pod.Spec.InitContainers)-1
 	sidecar := isRestartableInitContainer(c)
@@ -262,7 +276,7 @@ func (m *Manager) initContainerAction(pod *v1.Pod, i int, cs *container.Status, 
 			break
 		}
 		if isInitContainerFailed(cs) {
-			if !restartOnFailure {
+			if !failedInitContainerRestarts(c, pod, cs) {
 				changes.KillPod = true
 				changes.InitContainersToStart = nil
 				return podInitialized, true
@@ -277,7 +291,7 @@ func (m *Manager) initContainerAction(pod *v1.Pod, i int, cs *container.Status, 
 			changes.InitContainersToStart = append(changes.InitContainersToStart, i+1)
 		}
 	default: // unknown: it may still run, so kill before restarting
-		if !sidecar && !restartOnFailure {
+		if !sidecar && !failedInitContainerRestarts(c, pod, cs) {
 			changes.KillPod = true
 			changes.InitContainersToStart = nil
 			return podInitialized, true
@@ -367,9 +381,36 @@ func shouldRestartOnFailure(pod *v1.Pod) bool {
 	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }
 
-func containerSucceeded(c *v1.Container, status *container.PodStatus) bool {
-	cs := status.FindContainerStatusByName(c.Name)
-	return cs != nil && cs.State == container.ContainerStateExited && cs.ExitCode == 0
+// mayRestartOnFailure says whether a container that failed without an exit code to judge
+// by (probe failure, unknown state) is restarted: its own restart policy decides when set,
+// else the pod's (upstream with ContainerRestartRules).
+func mayRestartOnFailure(c *v1.Container, pod *v1.Pod) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return shouldRestartOnFailure(pod)
+}
+
+// failedInitContainerRestarts says whether a failed init container runs again. An exit
+// code is judged as the pod phase judges it (restart rules, then the container's policy,
+// then the pod's), so that the runtime and the phase agree.
+func failedInitContainerRestarts(c *v1.Container, pod *v1.Pod, cs *container.Status) bool {
+	if cs.State == container.ContainerStateExited && cs.ExitCode != 0 {
+		return container.ContainerShouldRestart(c, &pod.Spec, int32(cs.ExitCode))
+	}
+	return mayRestartOnFailure(c, pod)
+}
+
+// hasContainerLevelRestart reports a regular container whose own restart policy or rules
+// may restart it whatever the pod's policy says.
+func hasContainerLevelRestart(pod *v1.Pod) bool {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.RestartPolicy != nil && (*c.RestartPolicy != v1.ContainerRestartPolicyNever || len(c.RestartPolicyRules) > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // isInitContainerFailed: exited non-zero, unknown, or OOM-killed.

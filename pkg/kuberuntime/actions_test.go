@@ -245,6 +245,38 @@ func TestComputePodActions(t *testing.T) {
 				killReason: map[string]killReason{"a": reasonLivenessProbe}},
 		},
 		{
+			name: "liveness failure of a container with restartPolicy Never: not restarted under an Always pod",
+			pod: func() *v1.Pod {
+				p := withPolicy(v1.RestartPolicyAlways)()
+				never := v1.ContainerRestartPolicyNever
+				p.Spec.Containers[0].RestartPolicy = &never
+				return p
+			},
+			state: ready(regular(0, running, 0)),
+			setup: func(m *Manager, p *v1.Pod) {
+				m.liveness.Set(container.BuildContainerID("fake", "a-id"), results.Failure, p)
+			},
+			want: want{killPod: true, sandboxID: "sb1",
+				kill:       map[string]string{"a": "Container a failed liveness probe"},
+				killReason: map[string]killReason{"a": reasonLivenessProbe}},
+		},
+		{
+			name: "liveness failure of a container with restartPolicy OnFailure: restarted under a Never pod",
+			pod: func() *v1.Pod {
+				p := withPolicy(v1.RestartPolicyNever)()
+				onFailure := v1.ContainerRestartPolicyOnFailure
+				p.Spec.Containers[0].RestartPolicy = &onFailure
+				return p
+			},
+			state: ready(regular(0, running, 0)),
+			setup: func(m *Manager, p *v1.Pod) {
+				m.liveness.Set(container.BuildContainerID("fake", "a-id"), results.Failure, p)
+			},
+			want: want{sandboxID: "sb1", start: []int{0},
+				kill:       map[string]string{"a": "Container a failed liveness probe, will be restarted"},
+				killReason: map[string]killReason{"a": reasonLivenessProbe}},
+		},
+		{
 			name: "startup failure: kill and restart", pod: withPolicy(v1.RestartPolicyOnFailure), state: ready(regular(0, running, 0)),
 			setup: func(m *Manager, p *v1.Pod) {
 				m.startup.Set(container.BuildContainerID("fake", "a-id"), results.Failure, p)

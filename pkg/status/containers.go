@@ -106,8 +106,10 @@ func (cv *converter) applyRuntimeStatuses(old map[string]v1.ContainerStatus, sta
 			prev = &p
 		}
 		status := convertContainerStatus(cs, prev)
-		// ChangeContainerStatusOnKubeletRestart is off: a running container keeps "started".
-		if cs.State == container.ContainerStateRunning && prev != nil && prev.Started != nil {
+		// ChangeContainerStatusOnKubeletRestart is off: a running container keeps "started"
+		// (the probe results may be gone after a restart of nodelet). A new instance of
+		// the container must pass its own startup probe.
+		if cs.State == container.ContainerStateRunning && prev != nil && prev.Started != nil && prev.ContainerID == status.ContainerID {
 			status.Started = prev.Started
 		}
 		if spec := containerSpec(cv.pod, cs.Name); spec != nil {

@@ -357,6 +357,33 @@ func TestReadinessAndStartupProbes(t *testing.T) {
 	check(true, false, got)
 }
 
+// A new instance of a container (restarted after a liveness failure, say) is not started
+// until its own startup probe passes, even if the last status showed the old instance
+// started; without a readiness probe it would otherwise be reported ready at once.
+func TestRestartedInstanceIsNotStartedBeforeItsStartupProbe(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].StartupProbe = &v1.Probe{}
+	startup := results.NewManager()
+	opts := GenerateOptions{Startup: startup}
+	oldID := container.BuildContainerID("containerd", "id-a1")
+	startup.Set(oldID, results.Success, pod)
+	old := generate(pod, runtimeStatus(running("a", "id-a1", 5)), v1.PodStatus{}, opts)
+	if c := findContainer(old, "a"); c.Started == nil || !*c.Started || !c.Ready {
+		t.Fatalf("first instance: started=%v ready=%v, want both", c.Started, c.Ready)
+	}
+
+	ps := runtimeStatus(withRestarts(running("a", "id-a2", 20), 1), exited("a", "id-a1", 5, 137, "Error"))
+	got := generate(pod, ps, old, opts)
+	if c := findContainer(got, "a"); c.Started == nil || *c.Started || c.Ready {
+		t.Errorf("new instance without a startup result: started=%v ready=%v, want neither", c.Started, c.Ready)
+	}
+	startup.Set(container.BuildContainerID("containerd", "id-a2"), results.Success, pod)
+	got = generate(pod, ps, got, opts)
+	if c := findContainer(got, "a"); c.Started == nil || !*c.Started || !c.Ready {
+		t.Errorf("new instance started: started=%v ready=%v, want both", c.Started, c.Ready)
+	}
+}
+
 func TestSidecarReadiness(t *testing.T) {
 	pod := withSidecar(testPod(v1.RestartPolicyAlways, "a"), "s")
 	pod.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{}

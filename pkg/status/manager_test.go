@@ -222,9 +222,23 @@ func TestTerminatePodInitContainers(t *testing.T) {
 	if findContainer(got, "i2").State.Waiting == nil {
 		t.Errorf("never started init container i2 stays waiting: %+v", findContainer(got, "i2").State)
 	}
-	// The pod never initialized (per its API status): regular containers stay waiting.
+	// The pod never initialized (per its status): regular containers stay waiting.
 	if findContainer(got, "a").State.Waiting == nil {
 		t.Errorf("regular container of an uninitialized pod stays waiting: %+v", findContainer(got, "a").State)
+	}
+}
+
+// A pod from a file has no API status: whether it initialized must be read from the
+// cached status, or its regular containers would be left running in a terminated pod.
+func TestTerminatePodInitializedPerCachedStatus(t *testing.T) {
+	m, _ := testManager(nil)
+	pod := withInit(testPod(v1.RestartPolicyAlways, "a"), "i0")
+	ps := runtimeStatus(exited("i0", "id-0", 1, 0, "Completed"), running("a", "id-a", 5))
+	m.SetPodStatus(pod, generate(pod, ps, v1.PodStatus{}, GenerateOptions{}))
+	m.TerminatePod(pod)
+	got, _ := m.GetPodStatus(pod.UID)
+	if term := findContainer(got, "a").State.Terminated; term == nil || term.Reason != ContainerStatusUnknown {
+		t.Errorf("regular container of an initialized pod: %+v, want terminated", findContainer(got, "a").State)
 	}
 }
 

@@ -29,7 +29,7 @@ func (m *manager) TerminatePod(pod *v1.Pod) {
 	// The runtime may have lost some containers (garbage collection, admin action, a
 	// restart losing state): without proof of success, each counts as failed. Before
 	// initialization, the init containers' failure describes the pod well enough.
-	if hasPodInitialized(pod) {
+	if hasPodInitialized(pod, oldStatus) {
 		markUnterminatedLost(status.ContainerStatuses)
 	}
 	markUnterminatedLost(initializedContainers(status.InitContainerStatuses))
@@ -59,23 +59,24 @@ func markUnterminatedLost(statuses []v1.ContainerStatus) {
 	}
 }
 
-// hasPodInitialized reports evidence in the pod's API status (pod.Status, as upstream reads
-// it) that its regular containers were started: no init containers, a regular container out
-// of waiting, or the last init container completed (sidecar: started).
-func hasPodInitialized(pod *v1.Pod) bool {
+// hasPodInitialized reports evidence in the pod's status that its regular containers were
+// started: no init containers, a regular container out of waiting, or the last init
+// container completed (sidecar: started). Upstream reads the API status (pod.Status); the
+// cached status is at least as recent, and the only one a pod from a file has.
+func hasPodInitialized(pod *v1.Pod, status *v1.PodStatus) bool {
 	if len(pod.Spec.InitContainers) == 0 {
 		return true
 	}
-	for _, s := range pod.Status.ContainerStatuses {
+	for _, s := range status.ContainerStatuses {
 		if s.LastTerminationState.Terminated != nil || s.State.Waiting == nil {
 			return true
 		}
 	}
-	n := len(pod.Status.InitContainerStatuses)
+	n := len(status.InitContainerStatuses)
 	if n == 0 {
 		return false
 	}
-	last := pod.Status.InitContainerStatuses[n-1]
+	last := status.InitContainerStatuses[n-1]
 	// Statuses follow the spec's order; a mismatch means the status is not this spec's.
 	if n > len(pod.Spec.InitContainers) || pod.Spec.InitContainers[n-1].Name != last.Name {
 		return false

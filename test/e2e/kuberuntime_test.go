@@ -317,7 +317,8 @@ func TestKillPodRunsPreStopWithinGracePeriod(t *testing.T) {
 func TestContainerLogsTailSinceLimitFollow(t *testing.T) {
 	r := newRig(t)
 	pod := newPod("logs", v1.RestartPolicyNever,
-		[]string{"sh", "-c", "for i in 1 2 3 4 5; do echo line$i; done; echo err1 >&2; sleep 2; echo late"})
+		// stdout and stderr reach the log through separate pipes: the pauses keep their order.
+		[]string{"sh", "-c", "for i in 1 2 3 4 5; do echo line$i; done; sleep 0.3; echo err1 >&2; sleep 2; echo late"})
 	r.track(t, pod)
 	r.syncUntil(t, pod, defaultBackOff(), 30*time.Second, func(s *container.PodStatus) bool {
 		c := s.FindContainerStatusByName("c0")

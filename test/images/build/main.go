@@ -78,7 +78,6 @@ func (im *image) withUser(u string) *image { im.config.User = u; return im }
 
 // onBusybox puts the busybox layer under the image's own layers and sets
 // PATH, so the image has a shell and the usual tools.
-//
 func (im *image) onBusybox() *image {
 	im.layers = append([]func(*builder) ([]file, error){busyboxLayer}, im.layers...)
 	if len(im.config.Env) == 0 {
