@@ -101,7 +101,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 		Runtime: runtime, PLEG: pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{}),
 		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
-		SourcesReady: func() bool { return podConfig.SeenAllSources(expected) },
+		SourcesReady: podConfig.SeenAllSources,
 	})
 	proxy.k = k
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {

@@ -18,8 +18,8 @@ func (k *Kubelet) handlePodAdditions(pods []*v1.Pod) {
 			k.rejectPod(pod, reason, msg)
 			continue
 		}
+		// Probes start with the pod's first sync (SyncPod adds them).
 		k.dispatch(pod, podworkers.SyncPodCreate)
-		k.deps.Prober.AddPod(pod)
 	}
 }
 

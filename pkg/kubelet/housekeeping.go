@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -20,7 +21,7 @@ type housekeeper struct {
 }
 
 func (h *housekeeper) run(ctx context.Context) {
-	if !h.k.deps.SourcesReady() {
+	if !h.k.sourcesReady() {
 		if !h.warnedOnce {
 			klog.V(2).InfoS("Skipping housekeeping until all pod sources are ready")
 			h.warnedOnce = true
@@ -37,7 +38,8 @@ func (h *housekeeper) run(ctx context.Context) {
 	}
 	h.k.deps.Prober.CleanupPods(probed)
 	known := h.k.workers.SyncKnownPods(desired)
-	h.killOrphans(ctx, desiredUIDs, known)
+	h.restartRecreatedPods(desired, known)
+	h.killOrphans(ctx, known)
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.removeOrphanedDirs(desiredUIDs)
 	h.removeOrphanedCgroups(ctx, desiredUIDs)
@@ -47,18 +49,41 @@ func (h *housekeeper) run(ctx context.Context) {
 	klog.V(4).InfoS("Housekeeping done", "duration", time.Since(start))
 }
 
-// killOrphans stops runtime pods that no source wants and no worker owns: left over from
-// a previous nodelet, or removed while nodelet was down.
-func (h *housekeeper) killOrphans(ctx context.Context, desired map[types.UID]bool, known map[types.UID]podworkers.PodWorkerState) {
+// restartRecreatedPods starts a worker for every admitted pod that has none: its UID was
+// removed and added again (static pods reuse UIDs) while the old pod was torn down, and
+// the pod workers forgot the old pod. The old pod's status goes first, so that the new
+// pod does not inherit its terminal phase.
+func (h *housekeeper) restartRecreatedPods(desired []*v1.Pod, known map[types.UID]podworkers.PodWorkerState) {
+	var restart []*v1.Pod
+	keepStatus := map[types.UID]bool{}
+	for _, pod := range desired {
+		if _, ok := known[pod.UID]; ok || h.k.rejected.Has(pod.UID) {
+			keepStatus[pod.UID] = true
+			continue
+		}
+		restart = append(restart, pod)
+	}
+	if len(restart) == 0 {
+		return
+	}
+	h.k.deps.Status.RemoveOrphanedStatuses(keepStatus)
+	for _, pod := range restart {
+		klog.V(3).InfoS("Pod will be restarted because it is in the desired set and not known to the pod workers (likely due to UID reuse)", "pod", klog.KObj(pod), "podUID", pod.UID)
+		h.k.dispatch(pod, podworkers.SyncPodCreate)
+		known[pod.UID] = podworkers.SyncPod
+	}
+}
+
+// killOrphans stops runtime pods that no worker owns: left over from a previous nodelet,
+// removed while nodelet was down, or rejected by admission this time. Every admitted
+// desired pod has a worker by now.
+func (h *housekeeper) killOrphans(ctx context.Context, known map[types.UID]podworkers.PodWorkerState) {
 	running, err := h.k.deps.Runtime.GetPods(ctx, false)
 	if err != nil {
 		klog.ErrorS(err, "Housekeeping: listing running pods failed")
 		return
 	}
 	for _, rp := range running {
-		if desired[rp.ID] {
-			continue
-		}
 		if _, owned := known[rp.ID]; owned {
 			continue
 		}
@@ -112,7 +137,7 @@ func (h *housekeeper) removeOrphanedCgroups(ctx context.Context, desired map[typ
 // garbageCollect runs container GC; pods are "deleted" for GC once no source wants them
 // and their worker is done.
 func (k *Kubelet) garbageCollect(ctx context.Context) {
-	if err := k.deps.Runtime.GarbageCollect(ctx, k.cfg.GCPolicy, k.deps.SourcesReady(), false); err != nil {
+	if err := k.deps.Runtime.GarbageCollect(ctx, k.cfg.GCPolicy, k.sourcesReady(), false); err != nil {
 		klog.ErrorS(err, "Container garbage collection failed")
 	}
 }

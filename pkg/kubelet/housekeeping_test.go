@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/sources"
 	"github.com/nodelet/nodelet/pkg/status"
 )
 
@@ -26,6 +29,8 @@ type fakeRuntime struct {
 	running []*container.Pod
 	killed  []types.UID
 	synced  []types.UID
+	// result is what SyncPod returns.
+	result container.PodSyncResult
 }
 
 func (f *fakeRuntime) Type() string { return "fake" }
@@ -44,7 +49,19 @@ func (f *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *container.PodSt
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced = append(f.synced, pod.UID)
-	return container.PodSyncResult{}
+	return f.result
+}
+
+func (f *fakeRuntime) syncCount(uid types.UID) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, u := range f.synced {
+		if u == uid {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeRuntime) KillPod(_ context.Context, _ *v1.Pod, rp container.Pod, _ *int64) error {
@@ -91,12 +108,29 @@ type fakeCgroups struct{}
 func (fakeCgroups) Pods() map[types.UID]bool { return nil }
 func (fakeCgroups) Remove(types.UID) error   { return nil }
 
-type fakeProber struct{}
+// fakeProber tracks which pods are being probed.
+type fakeProber struct {
+	mu     sync.Mutex
+	probed sets.Set[types.UID]
+}
 
-func (fakeProber) AddPod(*v1.Pod)                       {}
-func (fakeProber) StopLivenessAndStartup(*v1.Pod)       {}
-func (fakeProber) RemovePod(*v1.Pod)                    {}
-func (fakeProber) CleanupPods(map[types.UID]sets.Empty) {}
+func (p *fakeProber) AddPod(pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probed.Insert(pod.UID)
+}
+func (p *fakeProber) StopLivenessAndStartup(*v1.Pod) {}
+func (p *fakeProber) RemovePod(pod *v1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probed.Delete(pod.UID)
+}
+func (p *fakeProber) CleanupPods(map[types.UID]sets.Empty) {}
+func (p *fakeProber) isProbed(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.probed.Has(uid)
+}
 
 func newTestKubelet(rt *fakeRuntime, vols *fakeVolumes, ready *bool) *Kubelet {
 	cache := podcache.New()
@@ -104,7 +138,7 @@ func newTestKubelet(rt *fakeRuntime, vols *fakeVolumes, ready *bool) *Kubelet {
 	return New(Config{SyncFrequency: time.Minute, HousekeepingPeriod: time.Second, MaxPods: 2, GCPeriod: time.Minute}, Deps{
 		Runtime: rt, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: fakeCgroups{},
 		Recorder: record.NewFakeRecorder(100), Liveness: results.NewManager(), Readiness: results.NewManager(),
-		Startup: results.NewManager(), Prober: fakeProber{}, SourcesReady: func() bool { return *ready },
+		Startup: results.NewManager(), Prober: &fakeProber{probed: sets.New[types.UID]()}, SourcesReady: func(sets.Set[string]) bool { return *ready },
 	})
 }
 
@@ -189,5 +223,105 @@ func TestRemovedPodIsKilledAndItsDirectoryCleaned(t *testing.T) {
 	eventually(t, "volumes cleaned", func() bool { vols.mu.Lock(); defer vols.mu.Unlock(); return len(vols.cleaned) == 1 })
 	if _, ok := k.pods.GetPodByUID("r"); ok {
 		t.Error("removed pod still desired")
+	}
+}
+
+func TestStaticPodRemovedAndRestoredWithSameUIDComesBack(t *testing.T) {
+	rt := &fakeRuntime{}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	pod := testPod("static", "web")
+	k.handlePodAdditions([]*v1.Pod{pod})
+	eventually(t, "first sync", func() bool { return rt.syncCount("static") == 1 })
+
+	// The manifest is removed and restored unchanged: REMOVE then ADD of the same UID.
+	k.handlePodRemoves([]*v1.Pod{pod})
+	k.handlePodAdditions([]*v1.Pod{pod.DeepCopy()})
+	eventually(t, "the old pod killed", func() bool { return len(rt.killedUIDs()) == 1 })
+	eventually(t, "the pod running again", func() bool {
+		k.housekeeper.run(context.Background())
+		return rt.syncCount("static") >= 2
+	})
+	st, _ := k.PodStatus("static")
+	if isTerminalPhase(st.Phase) {
+		t.Errorf("the restored pod inherited the old pod's terminal phase %s", st.Phase)
+	}
+	if !k.deps.Prober.(*fakeProber).isProbed("static") {
+		t.Error("the restored pod is not probed")
+	}
+}
+
+func TestLeftoverContainersOfRejectedPodAreKilled(t *testing.T) {
+	rt := &fakeRuntime{running: []*container.Pod{{ID: "c", Name: "c", Namespace: "ns"}}}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	// maxPods is 2: c, left running by a previous nodelet, is rejected this time.
+	k.handlePodAdditions([]*v1.Pod{testPod("a", "a"), testPod("b", "b"), testPod("c", "c")})
+	if st, _ := k.PodStatus("c"); st.Phase != v1.PodFailed {
+		t.Fatalf("c not rejected: %+v", st)
+	}
+	k.housekeeper.run(context.Background())
+	eventually(t, "the rejected pod's containers killed", func() bool { return len(rt.killedUIDs()) == 1 })
+	if rt.syncCount("c") != 0 {
+		t.Error("the rejected pod was started")
+	}
+}
+
+func TestSyncPodReportsBackOffOnlyResultsAsBackOffWait(t *testing.T) {
+	rt := &fakeRuntime{}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	pod := testPod("b", "b")
+	k.pods.AddPod(pod)
+	ps := &container.PodStatus{ID: "b", Name: "b", Namespace: "ns"}
+
+	backOff := container.NewSyncResult(container.StartContainer, "c")
+	backOff.Fail(container.ErrCrashLoopBackOff, "back-off 10s restarting failed container")
+	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{backOff}}
+	if _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); !errors.Is(err, podworkers.ErrBackOffWait) {
+		t.Errorf("back-off only: err %v, want ErrBackOffWait", err)
+	}
+
+	failed := container.NewSyncResult(container.StartContainer, "c")
+	failed.Fail(container.ErrRunContainer, "boom")
+	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{backOff, failed}}
+	if _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err == nil || errors.Is(err, podworkers.ErrBackOffWait) {
+		t.Errorf("a real failure: err %v, want a sync error", err)
+	}
+}
+
+// A source counts as ready only once the loop has handled what it sent: the merge marks a
+// source seen before its pods reach the loop, and housekeeping in between would kill the
+// pods a restarted nodelet is about to adopt (e.g. when the runtime was down and updates
+// queued up).
+func TestHousekeepingWaitsUntilTheLoopHasHandledEverySource(t *testing.T) {
+	rt := &fakeRuntime{running: []*container.Pod{
+		{ID: "orphan", Name: "old", Namespace: "ns"},
+		{ID: "wanted", Name: "keep", Namespace: "ns"},
+	}}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	podConfig := sources.NewConfig(nil)
+	k.deps.SourcesReady = podConfig.SeenAllSources
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	podConfig.Channel(ctx, sources.FileSource) <- sources.PodUpdate{
+		Op: sources.SET, Source: sources.FileSource, Pods: []*v1.Pod{testPod("wanted", "keep")},
+	}
+	eventually(t, "the source merged", func() bool { return podConfig.SeenAllSources(sets.New(sources.FileSource)) })
+
+	// The ADD is still queued for the loop.
+	k.housekeeper.run(ctx)
+	time.Sleep(50 * time.Millisecond)
+	if got := rt.killedUIDs(); len(got) != 0 {
+		t.Fatalf("killed %v before the loop handled the source's pods", got)
+	}
+
+	k.handleConfigUpdate(<-podConfig.Updates())
+	k.housekeeper.run(ctx)
+	eventually(t, "the orphan killed", func() bool { return len(rt.killedUIDs()) == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if got := rt.killedUIDs(); len(got) != 1 || got[0] != "orphan" {
+		t.Fatalf("killed %v, want only the orphan", got)
 	}
 }

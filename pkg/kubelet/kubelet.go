@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,9 +42,30 @@ type Prober interface {
 	CleanupPods(desired map[types.UID]sets.Empty)
 }
 
-// SourcesReady reports whether every pod source has delivered its first full list; before
-// that, nothing unknown may be cleaned up.
-type SourcesReady func() bool
+// SourcesReady reports whether every pod source has delivered its first full list and is
+// among seen, the sources whose updates the loop has handled (upstream's SourcesReadyFn;
+// sources.Config.SeenAllSources fits). Before that, nothing unknown may be cleaned up: a
+// source is marked ready when its list is merged, before its pods reach the loop.
+type SourcesReady func(seen sets.Set[string]) bool
+
+// seenSources are the sources the loop has handled an update from (upstream's
+// sourcesReady.AddSource); the garbage collector reads them from its own goroutine.
+type seenSources struct {
+	mu   sync.Mutex
+	seen sets.Set[string]
+}
+
+func (s *seenSources) add(source string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen.Insert(source)
+}
+
+func (s *seenSources) list() sets.Set[string] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen.Clone()
+}
 
 // Config is the loop's tuning, from the KubeletConfiguration.
 type Config struct {
@@ -87,6 +109,7 @@ type Kubelet struct {
 	backOff     *flowcontrol.Backoff
 	rejected    sets.Set[types.UID]
 	housekeeper *housekeeper
+	sourcesSeen seenSources
 }
 
 // New wires the loop.
@@ -101,12 +124,18 @@ func New(cfg Config, deps Deps) *Kubelet {
 		workQueue: podworkers.NewWorkQueue(deps.Clock),
 		reasons:   status.NewReasonCache(),
 		// CrashLoopBackOff: 10 s doubling to 5 min, as upstream.
-		backOff:  flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
-		rejected: sets.New[types.UID](),
+		backOff:     flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
+		rejected:    sets.New[types.UID](),
+		sourcesSeen: seenSources{seen: sets.New[string]()},
 	}
 	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = &housekeeper{k: k}
 	return k
+}
+
+// sourcesReady reports whether every source's first full list has been handled.
+func (k *Kubelet) sourcesReady() bool {
+	return k.deps.SourcesReady(k.sourcesSeen.list())
 }
 
 // Pods lists the desired pods (for the local API and CLI).

@@ -28,6 +28,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
 		return false, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
 	}
+	// Every sync makes sure the pod is probed (as upstream): a pod re-created with the
+	// same UID lost its probes when the old pod's teardown finished.
+	k.deps.Prober.AddPod(pod)
 	result := k.deps.Runtime.SyncPod(ctx, pod, ps, nil, k.backOff)
 	k.reasons.Update(pod.UID, result)
 	if err := result.Error(); err != nil {
@@ -93,8 +96,8 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 // SyncTerminatingRuntimePod kills a pod found in the runtime that no source asks for.
 func (k *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, running *container.Pod) error {
 	klog.InfoS("Killing orphaned pod found in the runtime", "pod", klog.KRef(running.Namespace, running.Name), "podUID", running.ID)
-	zero := int64(1)
-	return k.deps.Runtime.KillPod(ctx, nil, *running, &zero)
+	one := int64(1) // upstream's override: an orphan has no spec to take a grace period from
+	return k.deps.Runtime.KillPod(ctx, nil, *running, &one)
 }
 
 // SyncTerminatedPod releases what a stopped pod held: its volumes and directory, and its

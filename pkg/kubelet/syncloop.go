@@ -51,18 +51,23 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podUpdate) {
 			runtimeDown = false
 		}
 		delay = runtimeBackOffStart
-		k.syncLoopIteration(ctx, updates, syncTicker.C(), housekeeping.C())
+		if !k.syncLoopIteration(ctx, updates, syncTicker.C(), housekeeping.C()) {
+			return
+		}
 	}
 }
 
-// syncLoopIteration waits for one event and hands it to its handler.
-func (k *Kubelet) syncLoopIteration(ctx context.Context, updates <-chan podUpdate, syncCh, housekeepingCh <-chan time.Time) {
+// syncLoopIteration waits for one event and hands it to its handler. It returns false when
+// the updates channel has closed: a closed channel is always ready, so going on would spin.
+func (k *Kubelet) syncLoopIteration(ctx context.Context, updates <-chan podUpdate, syncCh, housekeepingCh <-chan time.Time) bool {
 	select {
 	case <-ctx.Done():
 	case u, ok := <-updates:
-		if ok {
-			k.handleConfigUpdate(u)
+		if !ok {
+			klog.ErrorS(nil, "Update channel is closed, exiting the sync loop")
+			return false
 		}
+		k.handleConfigUpdate(u)
 	case e := <-k.deps.PLEGEvents:
 		k.handlePLEGEvent(e)
 	case <-syncCh:
@@ -80,6 +85,7 @@ func (k *Kubelet) syncLoopIteration(ctx context.Context, updates <-chan podUpdat
 	case <-housekeepingCh:
 		k.housekeeper.run(ctx)
 	}
+	return true
 }
 
 func resultWord(r results.Result) string {
@@ -101,6 +107,7 @@ func (k *Kubelet) handleConfigUpdate(u podUpdate) {
 	case sources.RECONCILE:
 		k.handlePodReconcile(u.Pods)
 	}
+	k.sourcesSeen.add(u.Source)
 }
 
 // handlePLEGEvent syncs the pod a runtime event is about; removal events need no sync.

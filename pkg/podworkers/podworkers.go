@@ -98,8 +98,12 @@ type podState struct {
 	terminated  bool
 	finished    bool // the worker goroutine has exited
 	working     bool
-	gracePeriod *int64
-	statusFn    func(*v1.PodStatus)
+	// restartRequested: a pod with this UID was created again while this one was being
+	// torn down (a static pod removed and restored unchanged); once finished, the worker
+	// is forgotten so that housekeeping can start the new pod.
+	restartRequested bool
+	gracePeriod      *int64
+	statusFn         func(*v1.PodStatus)
 }
 
 // PodWorkers dispatches pod updates to per-pod goroutines.
@@ -127,6 +131,12 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s, known := p.pods[uid]
+	if known && o.UpdateType == SyncPodCreate && o.Pod != nil && (s.terminating || s.finished) {
+		// The old pod finishes tearing down undisturbed; housekeeping then restarts it.
+		klog.V(4).InfoS("Pod is terminating but has been requested to restart with same UID, will be reconciled later", "pod", klog.KObj(o.Pod), "podUID", uid)
+		s.restartRequested = true
+		return
+	}
 	if known && s.finished {
 		// A terminated pod stays terminated; only housekeeping forgets it.
 		return
@@ -357,13 +367,17 @@ func (p *PodWorkers) State(uid types.UID) (PodWorkerState, bool) {
 	if !ok {
 		return 0, false
 	}
+	return s.state(), true
+}
+
+func (s *podState) state() PodWorkerState {
 	switch {
 	case s.terminated:
-		return TerminatedPod, true
+		return TerminatedPod
 	case s.terminating:
-		return TerminatingPod, true
+		return TerminatingPod
 	default:
-		return SyncPod, true
+		return SyncPod
 	}
 }
 
@@ -394,8 +408,10 @@ func (p *PodWorkers) ShouldPodContentBeRemoved(uid types.UID) bool {
 	return !ok || s.finished
 }
 
-// SyncKnownPods forgets finished workers of pods that are no longer desired and returns
-// the state of every pod still known.
+// SyncKnownPods forgets finished workers of pods that are no longer desired or were
+// created again with the same UID (the caller starts those afresh: they are left out of
+// the result), drives the other workers of pods no longer desired to termination, and
+// returns the state of every pod still known.
 func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerState {
 	want := make(map[types.UID]bool, len(desired))
 	for _, pod := range desired {
@@ -405,18 +421,29 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSta
 	defer p.mu.Unlock()
 	out := map[types.UID]PodWorkerState{}
 	for uid, s := range p.pods {
-		if s.finished && !want[uid] {
+		orphan := !want[uid]
+		if s.finished && (orphan || s.restartRequested) {
 			delete(p.pods, uid)
 			continue
 		}
-		switch {
-		case s.terminated:
-			out[uid] = TerminatedPod
-		case s.terminating:
-			out[uid] = TerminatingPod
-		default:
-			out[uid] = SyncPod
+		if orphan && !s.finished {
+			p.terminateOrphanLocked(uid, s)
 		}
+		out[uid] = s.state()
 	}
 	return out
+}
+
+// terminateOrphanLocked makes sure a pod no source wants is being torn down and wakes its
+// idle worker: the sync ticker only resyncs desired pods, so a failed kill or cleanup of a
+// removed pod is retried from here (as upstream's housekeeping does).
+func (p *PodWorkers) terminateOrphanLocked(uid types.UID, s *podState) {
+	if !s.terminating {
+		klog.V(2).InfoS("Pod is no longer desired, terminating", "podUID", uid)
+		s.terminating, s.gracePeriod = true, gracePeriodFor(s.pod, nil)
+		s.cancel()
+	}
+	if !s.working {
+		p.notifyLocked(s)
+	}
 }

@@ -3,6 +3,8 @@ package podworkers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +29,10 @@ type fakeSyncer struct {
 	syncErr   error
 	terminal  bool
 	killGrace []int64
+	// termFailures makes the next SyncTerminatingPod calls fail.
+	termFailures int
+	// termBlock, when non-nil, makes SyncTerminatingPod wait on it.
+	termBlock chan struct{}
 }
 
 func (f *fakeSyncer) record(uid types.UID, what string) func() {
@@ -54,9 +60,16 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, _ SyncPodType, pod *v1.Pod, _ 
 
 func (f *fakeSyncer) SyncTerminatingPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus, grace *int64, _ func(*v1.PodStatus)) error {
 	defer f.record(pod.UID, "terminating")()
+	if f.termBlock != nil {
+		<-f.termBlock
+	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.killGrace = append(f.killGrace, *grace)
-	f.mu.Unlock()
+	if f.termFailures > 0 {
+		f.termFailures--
+		return errors.New("container still running")
+	}
 	return nil
 }
 
@@ -224,4 +237,98 @@ func TestErrorsRequeueWithBackOffAndBackOffWaitRetriesSoon(t *testing.T) {
 	if until := time.Until(due); until > 1100*time.Millisecond {
 		t.Errorf("back-off wait requeue in %v, want about 1s", until)
 	}
+}
+
+func TestPodRecreatedWithSameUIDWhileTerminatingRestartsAfterHousekeeping(t *testing.T) {
+	w, f, _ := setup(t)
+	f.termBlock = make(chan struct{})
+	pod := testPod("s")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "first sync", func() bool { return f.count("s", "sync") == 1 })
+	// A static pod removed and restored unchanged: same UID, kill then create.
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	eventually(t, "terminating", func() bool { return f.count("s", "terminating") == 1 })
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("s"), UpdateType: SyncPodCreate})
+	close(f.termBlock)
+	eventually(t, "old pod finished", func() bool { return f.count("s", "terminated") == 1 && w.ShouldPodContentBeRemoved("s") })
+
+	states := w.SyncKnownPods([]*v1.Pod{pod})
+	if _, known := states["s"]; known {
+		t.Fatalf("a re-created pod must be forgotten so that it can start again, states %v", states)
+	}
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "the re-created pod synced", func() bool { return f.count("s", "sync") == 2 })
+	if st, _ := w.State("s"); st != SyncPod {
+		t.Errorf("re-created pod in state %v, want syncing", st)
+	}
+}
+
+func TestPodRecreatedWithSameUIDAfterFinishingRestartsAfterHousekeeping(t *testing.T) {
+	w, f, _ := setup(t)
+	pod := testPod("f")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	eventually(t, "finished", func() bool { return f.count("f", "terminated") == 1 && w.ShouldPodContentBeRemoved("f") })
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	if states := w.SyncKnownPods([]*v1.Pod{pod}); len(states) != 0 {
+		t.Fatalf("known after re-creation: %v", states)
+	}
+}
+
+func TestFinishedTerminalPodStaysKnownWhileDesired(t *testing.T) {
+	w, f, _ := setup(t)
+	f.terminal = true
+	pod := testPod("d")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "finished", func() bool { return f.count("d", "terminated") == 1 && w.ShouldPodContentBeRemoved("d") })
+	// Without a re-creation, a pod that completed is not restarted.
+	if st := w.SyncKnownPods([]*v1.Pod{pod}); st["d"] != TerminatedPod {
+		t.Fatalf("states %v, want d terminated", st)
+	}
+}
+
+func TestFailedTerminationOfRemovedPodIsRetriedByHousekeeping(t *testing.T) {
+	w, f, _ := setup(t)
+	f.termFailures = 1
+	pod := testPod("r")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "first sync", func() bool { return f.count("r", "sync") == 1 })
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	eventually(t, "first kill attempt", func() bool { return f.count("r", "terminating") == 1 })
+	time.Sleep(20 * time.Millisecond)
+	// The pod is no longer desired, so the sync ticker never resyncs it: housekeeping must.
+	if st := w.SyncKnownPods(nil); st["r"] != TerminatingPod {
+		t.Fatalf("states %v, want r terminating; calls %v", st, f.calls)
+	}
+	eventually(t, "the retried kill and cleanup", func() bool { return f.count("r", "terminated") == 1 })
+}
+
+func TestPodNoLongerDesiredIsTerminatedByHousekeeping(t *testing.T) {
+	w, f, _ := setup(t)
+	pod := testPod("o")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "first sync", func() bool { return f.count("o", "sync") == 1 })
+	w.SyncKnownPods(nil)
+	eventually(t, "terminated", func() bool { return f.count("o", "terminated") == 1 })
+	if f.killGrace[0] != 30 {
+		t.Errorf("grace %v, want the pod's 30", f.killGrace)
+	}
+	eventually(t, "forgotten", func() bool { return len(w.SyncKnownPods(nil)) == 0 })
+}
+
+func TestWorkerGoroutinesExitOnceTerminatedAndForgotten(t *testing.T) {
+	w, f, _ := setup(t)
+	before := runtime.NumGoroutine()
+	var pods []*v1.Pod
+	for i := 0; i < 50; i++ {
+		pod := testPod(fmt.Sprintf("p%d", i))
+		pods = append(pods, pod)
+		w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	}
+	eventually(t, "all synced", func() bool { return f.count("p49", "sync") == 1 })
+	for _, pod := range pods {
+		w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	}
+	eventually(t, "all forgotten", func() bool { return len(w.SyncKnownPods(nil)) == 0 })
+	eventually(t, "the workers' goroutines gone", func() bool { return runtime.NumGoroutine() <= before })
 }
