@@ -345,3 +345,22 @@ spec:
 		t.Errorf("after the restart: ready=%v restarts=%d, want not ready and exactly 1 restart", r, n)
 	}
 }
+
+func TestRestoredManifestRunsAgain(t *testing.T) {
+	s := startStandalone(t)
+	manifest := busyboxPod("back", "Always", "sleep 3600")
+	s.writeManifest(t, "back.yaml", manifest)
+	waitFor(t, 10*time.Second, "container running", func() bool { return len(s.containers(t, "back", false)) == 1 })
+	if err := os.Remove(filepath.Join(s.manifests, "back.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "container stopped", func() bool { return len(s.containers(t, "back", false)) == 0 })
+	// The same content gives the same UID: the pod must come back all the same.
+	s.writeManifest(t, "back.yaml", manifest)
+	took := waitFor(t, 15*time.Second, "container running again", func() bool { return len(s.containers(t, "back", false)) == 1 })
+	t.Logf("restored manifest running again after %v", took.Round(time.Millisecond))
+	waitFor(t, 10*time.Second, "status Running", func() bool {
+		p, ok := s.apiPods(t)["back"]
+		return ok && p.Status.Phase == v1.PodRunning
+	})
+}
