@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/nodelet
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.1.0-dev)
-LDFLAGS := -X github.com/nodelet/nodelet/pkg/version.Nodelet=$(VERSION)
+LDFLAGS := -s -w -X github.com/nodelet/nodelet/pkg/version.Nodelet=$(VERSION)
 CACHE_DIR ?= /var/cache/nodelet
 STATICCHECK_VERSION ?= v0.8.2
 export PATH := $(CACHE_DIR)/bin:$(PATH)

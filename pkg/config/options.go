@@ -154,7 +154,7 @@ func (c *CommandLine) VersionRequested() string {
 }
 
 // Usage is the --help text.
-func (c *CommandLine) Usage() string { return c.fs.FlagUsagesWrapped(100) }
+func (c *CommandLine) Usage() string { return c.fs.FlagUsages() }
 
 // Warnings lists one line per flag given that is deprecated upstream or that nodelet
 // accepts but does not act on yet.
