@@ -63,12 +63,12 @@ func runNodelet(cmd *cobra.Command, args []string) error {
 		fmt.Fprintln(cmd.OutOrStdout(), version.Short())
 		return nil
 	}
-	for _, w := range cl.Warnings() {
-		klog.Warning(w)
-	}
 	opts, err := cl.Options()
 	if err != nil {
 		return err
+	}
+	for _, w := range cl.Warnings() {
+		klog.Warning(w)
 	}
 	klog.InfoS("Starting nodelet", "version", version.Nodelet, "kubeletVersion", version.KubeletVersion)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -1,5 +1,14 @@
 package config
 
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	kc "k8s.io/kubelet/config/v1beta1"
+)
+
 // implementedFields are the configuration fields (JSON paths) that nodelet acts on today.
 // A flag for any other field is accepted with a warning; extend this list as features land.
 var implementedFields = map[string]bool{
@@ -52,4 +61,33 @@ func implementedFlag(spec flagSpec) bool {
 		return implementedFields[spec.Field]
 	}
 	return implementedCommandFlags[spec.Name]
+}
+
+// unimplementedFileFields names, in one line, the fields the config files set to something
+// other than the default that nodelet does not act on yet; "" when there are none. Fields
+// left at their default need no warning: nodelet behaves as the default says.
+func unimplementedFileFields(doc map[string]any, cfg *kc.KubeletConfiguration) string {
+	defaults := &kc.KubeletConfiguration{}
+	SetDefaults(defaults)
+	got, want := toGeneric(cfg), toGeneric(defaults)
+	var names []string
+	for _, k := range sortedKeys(doc) {
+		if k == "apiVersion" || k == "kind" || implementedFields[k] {
+			continue
+		}
+		if !reflect.DeepEqual(got[k], want[k]) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Config fields accepted for compatibility but not implemented by nodelet yet; they have no effect: %s", strings.Join(names, ", "))
+}
+
+func toGeneric(cfg *kc.KubeletConfiguration) map[string]any {
+	data, _ := json.Marshal(cfg)
+	var out map[string]any
+	_ = json.Unmarshal(data, &out)
+	return out
 }

@@ -24,6 +24,15 @@ const (
 // and returns the merged, not yet defaulted configuration. Drop-ins are applied in lexical
 // order over the main file as JSON merge patches (KEP-3983): maps merge, lists replace.
 func LoadFiles(configFile, configDir string) (*kc.KubeletConfiguration, error) {
+	merged, err := mergedDocument(configFile, configDir)
+	if err != nil {
+		return nil, err
+	}
+	return decodeStrict(merged)
+}
+
+// mergedDocument reads the main file and the drop-ins into one generic document.
+func mergedDocument(configFile, configDir string) (map[string]any, error) {
 	merged := map[string]any{}
 	if configFile != "" {
 		doc, err := readConfigDocument(configFile)
@@ -45,7 +54,7 @@ func LoadFiles(configFile, configDir string) (*kc.KubeletConfiguration, error) {
 			merged = mergePatch(merged, doc).(map[string]any)
 		}
 	}
-	return decodeStrict(merged)
+	return merged, nil
 }
 
 // readConfigDocument parses one YAML or JSON file into a generic document after checking

@@ -185,11 +185,18 @@ func (c *CommandLine) flagWarnings() []string {
 // Options loads the files, lays the command-line flags over them, applies upstream's
 // defaults and validates the result.
 func (c *CommandLine) Options() (*Options, error) {
-	cfg, err := LoadFiles(c.file, c.dir)
+	doc, err := mergedDocument(c.file, c.dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := decodeStrict(doc)
 	if err != nil {
 		return nil, err
 	}
 	SetDefaults(cfg)
+	if w := unimplementedFileFields(doc, cfg); w != "" {
+		c.warnings = append(c.warnings, w)
+	}
 	var errs []string
 	c.fs.Visit(func(f *pflag.Flag) {
 		if spec, ok := c.specs[f.Name]; ok && spec.Kind == configFlag {

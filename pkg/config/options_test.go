@@ -198,3 +198,19 @@ func TestGarbageCollectionFlags(t *testing.T) {
 		t.Errorf("GC flags not applied: %+v", opts.KubeletFlags)
 	}
 }
+
+func TestUnimplementedFileFieldsWarnOnceUnlessDefault(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := writeFile(t, dir, "c.yaml", header+"cgroupDriver: cgroupfs\nmaxPods: 20\nimageGCHighThresholdPercent: 90\nauthentication:\n  anonymous:\n    enabled: true\n")
+	cl, _, err := parse(t, "--config="+cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(cl.Warnings(), "\n")
+	if !strings.Contains(joined, "not implemented by nodelet yet; they have no effect: authentication, imageGCHighThresholdPercent") {
+		t.Errorf("warnings %q", joined)
+	}
+	if strings.Contains(joined, "cgroupDriver") || strings.Contains(joined, "maxPods") {
+		t.Errorf("a default value or an implemented field was warned about: %q", joined)
+	}
+}
