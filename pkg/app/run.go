@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,9 @@ const (
 func Run(ctx context.Context, opts *config.Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := checkSwap(*opts.Config.FailSwapOn, "/proc/swaps"); err != nil {
+		return err
+	}
 	if opts.LockFilePath != "" {
 		release, err := takeLock(opts, cancel)
 		if err != nil {
@@ -160,5 +164,22 @@ func serveHealthz(ctx context.Context, opts *config.Options, state *kubelet.Runt
 	}
 	klog.InfoS("Serving healthz", "address", srv.Addr())
 	go srv.Serve(ctx)
+	return nil
+}
+
+// checkSwap refuses to start with swap enabled unless failSwapOn is false, as upstream.
+func checkSwap(failSwapOn bool, procSwaps string) error {
+	data, err := os.ReadFile(procSwaps)
+	if err != nil {
+		return nil // no swap accounting: nothing to check
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) <= 1 {
+		return nil // header only: swap is off
+	}
+	if failSwapOn {
+		return fmt.Errorf("running with swap on is not supported, please disable swap or set --fail-swap-on flag to false; /proc/swaps contained: %v", lines[1:])
+	}
+	klog.InfoS("Swap is on; continuing because failSwapOn is false")
 	return nil
 }
