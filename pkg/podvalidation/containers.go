@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,10 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// podContext is what the checks of a container need to know about its pod.
+type podContext struct {
+	// volumes are the pod's valid volumes, by name.
+	volumes       map[string]v1.VolumeSource
+	gracePeriod   *int64
+	restartPolicy v1.RestartPolicy
+	// hostUsers: the pod runs in the node's user namespace.
+	hostUsers bool
+}
+
 // validateContainers checks the regular containers. Name collisions with init and
 // ephemeral containers are reported on those, as upstream does, so each clash is
 // reported once.
-func validateContainers(containers []v1.Container, vols map[string]v1.VolumeSource, gracePeriod *int64, podRestart v1.RestartPolicy, fldPath *field.Path) field.ErrorList {
+func validateContainers(containers []v1.Container, pc podContext, fldPath *field.Path) field.ErrorList {
 	if len(containers) == 0 {
 		return field.ErrorList{field.Required(fldPath, "")}
 	}
@@ -25,24 +36,22 @@ func validateContainers(containers []v1.Container, vols map[string]v1.VolumeSour
 	for i := range containers {
 		ctr := &containers[i]
 		idxPath := fldPath.Index(i)
-		allErrs = append(allErrs, validateContainerCommon(ctr, vols, podRestart, idxPath)...)
+		allErrs = append(allErrs, validateContainerCommon(ctr, pc, idxPath)...)
 		if names.Has(ctr.Name) {
 			allErrs = append(allErrs, field.Duplicate(idxPath.Child("name"), ctr.Name))
 		} else {
 			names.Insert(ctr.Name)
 		}
-		allErrs = append(allErrs, validateLifecycleAndProbes(ctr, gracePeriod, idxPath)...)
-		if ctr.RestartPolicy != nil {
-			allErrs = append(allErrs, field.Forbidden(idxPath.Child("restartPolicy"), "may not be set for non-init containers"))
-		}
+		allErrs = append(allErrs, validateLifecycleAndProbes(ctr, pc.gracePeriod, idxPath)...)
+		allErrs = append(allErrs, validateContainerRestartPolicy(ctr, idxPath)...)
 	}
 	// All regular containers run at once, so their host ports must not collide.
 	return append(allErrs, checkHostPortConflicts(containers, fldPath)...)
 }
 
 // validateInitContainers checks init containers; only restartPolicy=Always (sidecars)
-// may carry probes and lifecycle hooks.
-func validateInitContainers(containers, regular []v1.Container, vols map[string]v1.VolumeSource, gracePeriod *int64, podRestart v1.RestartPolicy, fldPath *field.Path) field.ErrorList {
+// may carry probes and lifecycle hooks. The others may have their own restart policy.
+func validateInitContainers(containers, regular []v1.Container, pc podContext, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	names := sets.New[string]()
 	for _, ctr := range regular {
@@ -51,16 +60,10 @@ func validateInitContainers(containers, regular []v1.Container, vols map[string]
 	for i := range containers {
 		ctr := &containers[i]
 		idxPath := fldPath.Index(i)
-		allErrs = append(allErrs, validateContainerCommon(ctr, vols, podRestart, idxPath)...)
+		allErrs = append(allErrs, validateContainerCommon(ctr, pc, idxPath)...)
 
-		sidecar := false
-		if ctr.RestartPolicy != nil {
-			if *ctr.RestartPolicy != v1.ContainerRestartPolicyAlways {
-				valid := []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}
-				allErrs = append(allErrs, field.NotSupported(idxPath.Child("restartPolicy"), *ctr.RestartPolicy, valid))
-			}
-			sidecar = *ctr.RestartPolicy == v1.ContainerRestartPolicyAlways
-		}
+		allErrs = append(allErrs, validateContainerRestartPolicy(ctr, idxPath)...)
+		sidecar := ctr.RestartPolicy != nil && *ctr.RestartPolicy == v1.ContainerRestartPolicyAlways
 		if names.Has(ctr.Name) {
 			allErrs = append(allErrs, field.Duplicate(idxPath.Child("name"), ctr.Name))
 		} else if ctr.Name != "" {
@@ -69,9 +72,69 @@ func validateInitContainers(containers, regular []v1.Container, vols map[string]
 		// Init containers run one by one, so each is checked on its own.
 		allErrs = append(allErrs, checkHostPortConflicts([]v1.Container{*ctr}, fldPath)...)
 		if sidecar {
-			allErrs = append(allErrs, validateLifecycleAndProbes(ctr, gracePeriod, idxPath)...)
+			allErrs = append(allErrs, validateLifecycleAndProbes(ctr, pc.gracePeriod, idxPath)...)
 		} else {
 			allErrs = append(allErrs, forbidInitOnlyFields(ctr, idxPath)...)
+		}
+	}
+	return allErrs
+}
+
+var supportedContainerRestartPolicies = sets.New(v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyOnFailure, v1.ContainerRestartPolicyNever)
+
+// Limits on restart rules (from the API's documentation), and why rules need a policy.
+const (
+	maxRestartRules          = 20
+	maxRestartRuleExitCodes  = 255
+	restartPolicyRulesNeeded = "must be set when restartPolicyRules are set"
+)
+
+// validateContainerRestartPolicy checks a container's own restart policy and rules
+// (upstream's ContainerRestartRules, beta and on by default, which nodelet's runtime
+// manager implements). Rules only count with a policy, so they require one. Upstream's
+// wording for these checks could not be compared; the field paths and error types are
+// the API's.
+func validateContainerRestartPolicy(ctr *v1.Container, fldPath *field.Path) field.ErrorList {
+	policyPath := fldPath.Child("restartPolicy")
+	if ctr.RestartPolicy == nil {
+		if len(ctr.RestartPolicyRules) > 0 {
+			return field.ErrorList{field.Required(policyPath, restartPolicyRulesNeeded)}
+		}
+		return nil
+	}
+	var allErrs field.ErrorList
+	if !supportedContainerRestartPolicies.Has(*ctr.RestartPolicy) {
+		allErrs = append(allErrs, field.NotSupported(policyPath, *ctr.RestartPolicy, sets.List(supportedContainerRestartPolicies)))
+	}
+	return append(allErrs, validateRestartRules(ctr.RestartPolicyRules, fldPath.Child("restartPolicyRules"))...)
+}
+
+var supportedExitCodeOperators = []v1.ContainerRestartRuleOnExitCodesOperator{v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn}
+
+// validateRestartRules: only "Restart" on exit codes exists (RestartAllContainers is an
+// alpha feature nodelet does not run).
+func validateRestartRules(rules []v1.ContainerRestartRule, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(rules) > maxRestartRules {
+		allErrs = append(allErrs, field.TooMany(fldPath, len(rules), maxRestartRules))
+	}
+	for i, rule := range rules {
+		idxPath := fldPath.Index(i)
+		if rule.Action != v1.ContainerRestartRuleActionRestart {
+			valid := []v1.ContainerRestartRuleAction{v1.ContainerRestartRuleActionRestart}
+			allErrs = append(allErrs, field.NotSupported(idxPath.Child("action"), rule.Action, valid))
+		}
+		codes := rule.ExitCodes
+		if codes == nil {
+			allErrs = append(allErrs, field.Required(idxPath.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		codesPath := idxPath.Child("exitCodes")
+		if codes.Operator != v1.ContainerRestartRuleOnExitCodesOpIn && codes.Operator != v1.ContainerRestartRuleOnExitCodesOpNotIn {
+			allErrs = append(allErrs, field.NotSupported(codesPath.Child("operator"), codes.Operator, supportedExitCodeOperators))
+		}
+		if len(codes.Values) > maxRestartRuleExitCodes {
+			allErrs = append(allErrs, field.TooMany(codesPath.Child("values"), len(codes.Values), maxRestartRuleExitCodes))
 		}
 	}
 	return allErrs
@@ -98,7 +161,7 @@ func forbidInitOnlyFields(ctr *v1.Container, idxPath *field.Path) field.ErrorLis
 // validateEphemeralContainers checks names against all other containers. Any ephemeral
 // container is rejected on create anyway (see ValidatePod); this keeps the name rule
 // complete for callers that validate specs.
-func validateEphemeralContainers(ephemeral []v1.EphemeralContainer, regular, init []v1.Container, vols map[string]v1.VolumeSource, podRestart v1.RestartPolicy, fldPath *field.Path) field.ErrorList {
+func validateEphemeralContainers(ephemeral []v1.EphemeralContainer, regular, init []v1.Container, pc podContext, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	others, names := sets.New[string](), sets.New[string]()
 	for _, c := range append(append([]v1.Container{}, regular...), init...) {
@@ -109,7 +172,7 @@ func validateEphemeralContainers(ephemeral []v1.EphemeralContainer, regular, ini
 		ec := &ephemeral[i]
 		idxPath := fldPath.Index(i)
 		ctr := v1.Container(ec.EphemeralContainerCommon)
-		allErrs = append(allErrs, validateContainerCommon(&ctr, vols, podRestart, idxPath)...)
+		allErrs = append(allErrs, validateContainerCommon(&ctr, pc, idxPath)...)
 		if names.Has(ec.Name) {
 			allErrs = append(allErrs, field.Duplicate(idxPath.Child("name"), ec.Name))
 		} else {
@@ -123,7 +186,7 @@ func validateEphemeralContainers(ephemeral []v1.EphemeralContainer, regular, ini
 }
 
 // validateContainerCommon holds the rules shared by every kind of container.
-func validateContainerCommon(ctr *v1.Container, vols map[string]v1.VolumeSource, podRestart v1.RestartPolicy, fldPath *field.Path) field.ErrorList {
+func validateContainerCommon(ctr *v1.Container, pc podContext, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	namePath := fldPath.Child("name")
 	if ctr.Name == "" {
@@ -138,11 +201,12 @@ func validateContainerCommon(ctr *v1.Container, vols map[string]v1.VolumeSource,
 	allErrs = append(allErrs, validateContainerPorts(ctr.Ports, fldPath.Child("ports"))...)
 	allErrs = append(allErrs, validateEnv(ctr.Env, fldPath.Child("env"))...)
 	allErrs = append(allErrs, validateEnvFrom(ctr.EnvFrom, fldPath.Child("envFrom"))...)
-	allErrs = append(allErrs, validateVolumeMounts(ctr.VolumeMounts, vols, fldPath.Child("volumeMounts"))...)
+	allErrs = append(allErrs, validateVolumeMounts(ctr, pc.volumes, fldPath.Child("volumeMounts"))...)
+	allErrs = append(allErrs, validateVolumeDevices(ctr, pc.volumes, fldPath.Child("volumeDevices"))...)
 	allErrs = append(allErrs, validatePullPolicy(ctr.ImagePullPolicy, fldPath.Child("imagePullPolicy"))...)
 	allErrs = append(allErrs, validateResources(&ctr.Resources, fldPath.Child("resources"))...)
-	allErrs = append(allErrs, validateResizePolicy(ctr.ResizePolicy, podRestart, fldPath.Child("resizePolicy"))...)
-	allErrs = append(allErrs, validateSecurityContext(ctr.SecurityContext, fldPath.Child("securityContext"))...)
+	allErrs = append(allErrs, validateResizePolicy(ctr.ResizePolicy, pc.restartPolicy, fldPath.Child("resizePolicy"))...)
+	allErrs = append(allErrs, validateSecurityContext(ctr.SecurityContext, pc.hostUsers, fldPath.Child("securityContext"))...)
 	return allErrs
 }
 
@@ -239,11 +303,9 @@ func validateEnvVarValueFrom(ev v1.EnvVar, fldPath *field.Path) field.ErrorList 
 		sources++
 		allErrs = append(allErrs, validateFieldRef(ref, fldPath.Child("fieldRef"))...)
 	}
-	if ev.ValueFrom.ResourceFieldRef != nil {
+	if ref := ev.ValueFrom.ResourceFieldRef; ref != nil {
 		sources++
-		if ev.ValueFrom.ResourceFieldRef.Resource == "" {
-			allErrs = append(allErrs, field.Required(fldPath.Child("resourceFieldRef", "resource"), ""))
-		}
+		allErrs = append(allErrs, validateResourceFieldRef(ref, fldPath.Child("resourceFieldRef"))...)
 	}
 	if ref := ev.ValueFrom.ConfigMapKeyRef; ref != nil {
 		sources++
@@ -288,6 +350,54 @@ func validateFieldRef(ref *v1.ObjectFieldSelector, fldPath *field.Path) field.Er
 	return nil
 }
 
+// validEnvResources are the container resources an env var may read, besides hugepages.
+var validEnvResources = sets.New(
+	"limits.cpu", "limits.memory", "limits.ephemeral-storage",
+	"requests.cpu", "requests.memory", "requests.ephemeral-storage",
+)
+
+func validateResourceFieldRef(ref *v1.ResourceFieldSelector, fldPath *field.Path) field.ErrorList {
+	hugePages := strings.HasPrefix(ref.Resource, "requests.hugepages-") || strings.HasPrefix(ref.Resource, "limits.hugepages-")
+	switch {
+	case ref.Resource == "":
+		return field.ErrorList{field.Required(fldPath.Child("resource"), "")}
+	case !validEnvResources.Has(ref.Resource) && !hugePages:
+		return field.ErrorList{field.NotSupported(fldPath.Child("resource"), ref.Resource, sets.List(validEnvResources))}
+	}
+	return validateResourceDivisor(ref.Resource, ref.Divisor, hugePages, fldPath.Child("divisor"))
+}
+
+var (
+	cpuDivisors  = sets.New("1m", "1")
+	sizeDivisors = sets.New("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei")
+)
+
+// validateResourceDivisor: the divisor must be a unit of the resource.
+func validateResourceDivisor(name string, divisor resource.Quantity, hugePages bool, fldPath *field.Path) field.ErrorList {
+	if divisor.IsZero() {
+		return nil
+	}
+	const sizes = "1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei"
+	var valid sets.Set[string]
+	var msg string
+	switch _, res, _ := strings.Cut(name, "."); {
+	case res == "cpu":
+		valid, msg = cpuDivisors, "only divisor's values 1m and 1 are supported with the cpu resource"
+	case res == "memory":
+		valid, msg = sizeDivisors, "only divisor's values "+sizes+" are supported with the memory resource"
+	case res == "ephemeral-storage":
+		valid, msg = sizeDivisors, "only divisor's values "+sizes+" are supported with the local ephemeral storage resource"
+	case hugePages:
+		valid, msg = sizeDivisors, "only divisor's values "+sizes+" are supported with the hugepages resource"
+	default:
+		return nil
+	}
+	if !valid.Has(divisor.String()) {
+		return field.ErrorList{field.Invalid(fldPath, name, msg)}
+	}
+	return nil
+}
+
 func validateKeySelector(name, key string, fldPath *field.Path) field.ErrorList {
 	allErrs := invalidEach(fldPath.Child("name"), name, apivalidation.NameIsDNSSubdomain(name, false))
 	if key == "" {
@@ -326,39 +436,6 @@ func validateRefName(name string, fldPath *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(fldPath, "")}
 	}
 	return invalidEach(fldPath, name, apivalidation.NameIsDNSSubdomain(name, true))
-}
-
-// validateVolumeMounts requires every mount to name a volume of the pod and every mount
-// path in a container to be distinct.
-func validateVolumeMounts(mounts []v1.VolumeMount, vols map[string]v1.VolumeSource, fldPath *field.Path) field.ErrorList {
-	var allErrs field.ErrorList
-	mountPaths := sets.New[string]()
-	for i, mnt := range mounts {
-		idxPath := fldPath.Index(i)
-		if mnt.Name == "" {
-			allErrs = append(allErrs, field.Required(idxPath.Child("name"), ""))
-		}
-		if _, ok := vols[mnt.Name]; !ok {
-			allErrs = append(allErrs, field.NotFound(idxPath.Child("name"), mnt.Name))
-		}
-		if mnt.MountPath == "" {
-			allErrs = append(allErrs, field.Required(idxPath.Child("mountPath"), ""))
-		}
-		if mountPaths.Has(mnt.MountPath) {
-			allErrs = append(allErrs, field.Invalid(idxPath.Child("mountPath"), mnt.MountPath, "must be unique"))
-		}
-		mountPaths.Insert(mnt.MountPath)
-		if mnt.SubPath != "" {
-			allErrs = append(allErrs, validateLocalDescendingPath(mnt.SubPath, idxPath.Child("subPath"))...)
-		}
-		if mnt.SubPathExpr != "" {
-			if mnt.SubPath != "" {
-				allErrs = append(allErrs, field.Invalid(idxPath.Child("subPathExpr"), mnt.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
-			}
-			allErrs = append(allErrs, validateLocalDescendingPath(mnt.SubPathExpr, idxPath.Child("subPathExpr"))...)
-		}
-	}
-	return allErrs
 }
 
 // validateLocalDescendingPath keeps a sub path inside its volume.
@@ -416,11 +493,14 @@ func validateResizePolicy(policies []v1.ContainerResizePolicy, podRestart v1.Res
 	return allErrs
 }
 
-func validateSecurityContext(sc *v1.SecurityContext, fldPath *field.Path) field.ErrorList {
+func validateSecurityContext(sc *v1.SecurityContext, hostUsers bool, fldPath *field.Path) field.ErrorList {
 	if sc == nil {
 		return nil
 	}
 	var allErrs field.ErrorList
+	allErrs = append(allErrs, validateProcMount(sc.ProcMount, hostUsers, fldPath.Child("procMount"))...)
+	allErrs = append(allErrs, validateSeccompProfile(sc.SeccompProfile, fldPath.Child("seccompProfile"))...)
+	allErrs = append(allErrs, validateAppArmorProfile(sc.AppArmorProfile, fldPath.Child("appArmorProfile"))...)
 	if sc.RunAsUser != nil {
 		allErrs = append(allErrs, invalidEach(fldPath.Child("runAsUser"), *sc.RunAsUser, validation.IsValidUserID(*sc.RunAsUser))...)
 	}

@@ -53,15 +53,17 @@ func validatePodSpec(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
 
 	vols, volErrs := validateVolumes(spec.Volumes, fldPath.Child("volumes"))
 	allErrs = append(allErrs, volErrs...)
-	allErrs = append(allErrs, validateContainers(spec.Containers, vols, gracePeriod, spec.RestartPolicy, fldPath.Child("containers"))...)
-	allErrs = append(allErrs, validateInitContainers(spec.InitContainers, spec.Containers, vols, gracePeriod, spec.RestartPolicy, fldPath.Child("initContainers"))...)
-	allErrs = append(allErrs, validateEphemeralContainers(spec.EphemeralContainers, spec.Containers, spec.InitContainers, vols, spec.RestartPolicy, fldPath.Child("ephemeralContainers"))...)
+	pc := podContext{volumes: vols, gracePeriod: gracePeriod, restartPolicy: spec.RestartPolicy, hostUsers: podUsesHostUsers(spec)}
+	allErrs = append(allErrs, validateContainers(spec.Containers, pc, fldPath.Child("containers"))...)
+	allErrs = append(allErrs, validateInitContainers(spec.InitContainers, spec.Containers, pc, fldPath.Child("initContainers"))...)
+	allErrs = append(allErrs, validateEphemeralContainers(spec.EphemeralContainers, spec.Containers, spec.InitContainers, pc, fldPath.Child("ephemeralContainers"))...)
 
 	allErrs = append(allErrs, validateHostNetworkPorts(spec, fldPath)...)
 	allErrs = append(allErrs, validateRestartPolicy(spec.RestartPolicy, fldPath.Child("restartPolicy"))...)
 	allErrs = append(allErrs, validateDNSPolicy(spec.DNSPolicy, fldPath.Child("dnsPolicy"))...)
 	allErrs = append(allErrs, metav1validation.ValidateLabels(spec.NodeSelector, fldPath.Child("nodeSelector"))...)
-	allErrs = append(allErrs, validatePodSecurityContext(spec.SecurityContext, fldPath.Child("securityContext"))...)
+	allErrs = append(allErrs, validatePodSecurityContext(spec, fldPath.Child("securityContext"))...)
+	allErrs = append(allErrs, validateHostUsers(spec, fldPath)...)
 	if spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace && spec.HostPID {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("shareProcessNamespace"), *spec.ShareProcessNamespace, "ShareProcessNamespace and HostPID cannot both be enabled"))
 	}
@@ -217,7 +219,8 @@ func validateHostNetworkPorts(spec *v1.PodSpec, fldPath *field.Path) field.Error
 	return allErrs
 }
 
-func validatePodSecurityContext(sc *v1.PodSecurityContext, fldPath *field.Path) field.ErrorList {
+func validatePodSecurityContext(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
+	sc := spec.SecurityContext
 	if sc == nil {
 		return nil
 	}
@@ -234,6 +237,10 @@ func validatePodSecurityContext(sc *v1.PodSecurityContext, fldPath *field.Path) 
 	for i, gid := range sc.SupplementalGroups {
 		allErrs = append(allErrs, invalidEach(fldPath.Child("supplementalGroups").Index(i), gid, validation.IsValidGroupID(gid))...)
 	}
+	allErrs = append(allErrs, validateSysctls(spec, fldPath.Child("sysctls"))...)
+	allErrs = append(allErrs, validatePodSecurityPolicies(sc, fldPath)...)
+	allErrs = append(allErrs, validateSeccompProfile(sc.SeccompProfile, fldPath.Child("seccompProfile"))...)
+	allErrs = append(allErrs, validateAppArmorProfile(sc.AppArmorProfile, fldPath.Child("appArmorProfile"))...)
 	return allErrs
 }
 

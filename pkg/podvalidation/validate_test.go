@@ -92,9 +92,9 @@ func TestValidationRules(t *testing.T) {
 		{"image required", func(p *v1.Pod) { p.Spec.Containers[0].Image = "" }, `spec.containers[0].image: Required value`},
 		{"image whitespace", func(p *v1.Pod) { p.Spec.Containers[0].Image = " busybox" }, `spec.containers[0].image: Invalid value: " busybox": must not have leading or trailing whitespace`},
 		{"pull policy value", func(p *v1.Pod) { p.Spec.Containers[0].ImagePullPolicy = "Sometimes" }, `spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never"`},
-		{"restartPolicy on regular container", func(p *v1.Pod) {
-			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyAlways)
-		}, `spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers`},
+		{"container restartPolicy value", func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicy("Sometimes"))
+		}, `spec.containers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure"`},
 		{"probe on plain init container", func(p *v1.Pod) {
 			c := container("setup")
 			c.LivenessProbe = p.Spec.Containers[0].LivenessProbe

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,13 +31,24 @@ type fakeRunner struct {
 	out   []byte
 	err   error
 	calls int
+
+	lastCmd     []string
+	lastTimeout time.Duration
 }
 
-func (r *fakeRunner) RunInContainer(_ context.Context, _ container.ContainerID, _ []string, _ time.Duration) ([]byte, error) {
+func (r *fakeRunner) RunInContainer(_ context.Context, _ container.ContainerID, cmd []string, timeout time.Duration) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls++
+	r.lastCmd, r.lastTimeout = cmd, timeout
 	return r.out, r.err
+}
+
+// last returns the command and timeout of the last call.
+func (r *fakeRunner) last() ([]string, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastCmd, r.lastTimeout
 }
 
 func (r *fakeRunner) set(out string, err error) {
@@ -117,6 +129,8 @@ type rig struct {
 	liveness, readiness, startup results.Manager
 	reg                          *prometheus.Registry
 	m                            *manager
+	// readinessUpdates counts the updates the readiness results manager sent.
+	readinessUpdates atomic.Int64
 }
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -143,6 +157,9 @@ func newRig(t *testing.T) *rig {
 			for {
 				select {
 				case <-rm.Updates():
+					if rm == r.readiness {
+						r.readinessUpdates.Add(1)
+					}
 				case <-done:
 					return
 				}

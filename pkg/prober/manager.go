@@ -27,8 +27,8 @@ type Manager interface {
 	// (containers and restartable init containers). Workers that already run are kept:
 	// probe changes of a running pod are not picked up, as upstream.
 	AddPod(pod *v1.Pod)
-	// StopLivenessAndStartup stops the liveness and startup workers of a terminating pod;
-	// readiness keeps being probed until the pod is removed.
+	// StopLivenessAndStartup stops the liveness and startup workers of a terminating pod,
+	// sidecars included; readiness keeps being probed until the pod is removed.
 	StopLivenessAndStartup(pod *v1.Pod)
 	// RemovePod stops every worker of the pod; each removes its results as it exits.
 	RemovePod(pod *v1.Pod)
@@ -108,7 +108,7 @@ func (m *manager) AddPod(pod *v1.Pod) {
 }
 
 func (m *manager) StopLivenessAndStartup(pod *v1.Pod) {
-	m.stopWorkers(pod, pod.Spec.Containers, liveness, startup)
+	m.stopWorkers(pod, probedContainers(pod), liveness, startup)
 }
 
 func (m *manager) RemovePod(pod *v1.Pod) {
@@ -200,11 +200,15 @@ func (m *manager) getWorker(podUID types.UID, name string, kind probeType) (*wor
 	return w, ok
 }
 
-// removeWorker is called by a worker as it exits.
-func (m *manager) removeWorker(podUID types.UID, name string, kind probeType) {
+// removeWorker is called by a worker as it exits; it leaves a successor under the same
+// key alone.
+func (m *manager) removeWorker(w *worker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.workers, probeKey{podUID, name, kind})
+	key := probeKey{w.pod.UID, w.container.Name, w.kind}
+	if m.workers[key] == w {
+		delete(m.workers, key)
+	}
 }
 
 func (m *manager) workerCount() int {

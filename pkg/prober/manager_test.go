@@ -2,10 +2,12 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +67,7 @@ func TestAddPodStartsOneWorkerPerProbe(t *testing.T) {
 	}
 
 	r.m.StopLivenessAndStartup(pod)
-	waitFor(t, "liveness worker to stop", func() bool { return r.m.workerCount() == 2 })
+	waitFor(t, "liveness and sidecar startup workers to stop", func() bool { return r.m.workerCount() == 1 })
 	if _, ok := r.m.getWorker(testUID, testContainer, readiness); !ok {
 		t.Error("StopLivenessAndStartup stopped readiness")
 	}
@@ -324,8 +326,90 @@ func TestExecCommandExpandsStaticEnv(t *testing.T) {
 func TestMissingHandlerErrors(t *testing.T) {
 	r := newRig(t)
 	pod := testPod(v1.Container{ReadinessProbe: &v1.Probe{}})
-	_, err := r.m.prober.probe(context.Background(), readiness, pod, v1.PodStatus{}, &pod.Spec.Containers[0], cid("c1"))
+	_, err := r.m.prober.probe(context.Background(), readiness, pod.Spec.Containers[0].ReadinessProbe, pod, &v1.PodStatus{}, &pod.Spec.Containers[0], cid("c1"))
 	if err == nil || !strings.Contains(err.Error(), "missing probe handler") {
 		t.Errorf("probe without handler: %v", err)
 	}
+}
+
+func TestContainerDoneForGoodIsNotRepublishedOnEverySync(t *testing.T) {
+	// The kubelet calls AddPod on every sync, and every readiness update makes it sync. A
+	// worker that exited once its container would never run again would be made anew by the
+	// next sync, publish Failure afresh and so cause another sync, for as long as the pod
+	// lives.
+	r := newRig(t)
+	r.settled()
+	pod := testPod(v1.Container{ReadinessProbe: execProbe()})
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	r.statuses.set(testUID, terminated("c1", 1)) // another container keeps the pod Running
+	for range 3 {
+		r.m.AddPod(pod)
+		waitFor(t, "the worker to settle", func() bool { return r.m.workerCount() == 0 || r.clk.HasWaiters() })
+	}
+	waitFor(t, "the first update", func() bool { return r.readinessUpdates.Load() >= 1 })
+	time.Sleep(20 * time.Millisecond) // let the drain goroutine count anything else sent
+	if n := r.readinessUpdates.Load(); n != 1 {
+		t.Errorf("%d readiness updates after 3 syncs of an unchanged pod, want 1", n)
+	}
+	if got := result(r.readiness, "c1"); got != "Failure" {
+		t.Errorf("exited container's readiness is %s, want Failure until the pod is removed", got)
+	}
+	if n := r.runner.callCount(); n != 0 {
+		t.Errorf("an exited container was probed %d times", n)
+	}
+	r.m.RemovePod(pod)
+	waitFor(t, "the worker to stop", func() bool { return r.m.workerCount() == 0 })
+	if got := result(r.readiness, "c1"); got != "none" {
+		t.Errorf("result %s left after RemovePod", got)
+	}
+}
+
+func TestStopLivenessAndStartupStopsSidecars(t *testing.T) {
+	r := newRig(t)
+	r.settled()
+	always := v1.ContainerRestartPolicyAlways
+	pod := testPod(v1.Container{LivenessProbe: execProbe(), ReadinessProbe: execProbe()})
+	pod.Spec.InitContainers = []v1.Container{{Name: "sidecar", RestartPolicy: &always,
+		StartupProbe: execProbe(), LivenessProbe: execProbe(), ReadinessProbe: execProbe()}}
+	r.m.AddPod(pod)
+	defer r.m.RemovePod(pod)
+	if n := r.m.workerCount(); n != 5 {
+		t.Fatalf("%d workers, want 5", n)
+	}
+	r.m.StopLivenessAndStartup(pod)
+	waitFor(t, "liveness and startup workers to stop", func() bool { return r.m.workerCount() == 2 })
+	for _, name := range []string{testContainer, "sidecar"} {
+		if _, ok := r.m.getWorker(testUID, name, readiness); !ok {
+			t.Errorf("%s: readiness worker stopped", name)
+		}
+	}
+}
+
+func TestRemovedPodsLeaveNoGoroutines(t *testing.T) {
+	r := newRig(t)
+	before := runtime.NumGoroutine()
+	probes := v1.Container{StartupProbe: execProbe(), LivenessProbe: execProbe(), ReadinessProbe: execProbe()}
+	var pods []*v1.Pod
+	addPods := func(n int) {
+		for range n {
+			pod := testPod(probes)
+			pod.UID = types.UID(fmt.Sprintf("pod-%d", len(pods)))
+			r.statuses.set(pod.UID, running(string(pod.UID), r.clk.Now(), false))
+			r.m.AddPod(pod)
+			pods = append(pods, pod)
+		}
+	}
+	addPods(10) // just after a kubelet start: these wait for their random first probe
+	r.settled()
+	addPods(10) // these probe at once, then wait for their period
+	waitFor(t, "the startup probes", func() bool { return r.runner.callCount() >= 10 })
+	if n := r.m.workerCount(); n != 60 {
+		t.Fatalf("%d workers, want 60", n)
+	}
+	for _, pod := range pods[:10] {
+		r.m.RemovePod(pod)
+	}
+	r.m.CleanupPods(nil)
+	waitFor(t, "every worker to stop", func() bool { return r.m.workerCount() == 0 })
+	waitFor(t, "every worker goroutine to end", func() bool { return runtime.NumGoroutine() <= before })
 }

@@ -66,6 +66,12 @@ type workerMetrics struct {
 	m                           *metrics
 	successful, failed, unknown prometheus.Labels
 	duration                    prometheus.Labels
+	// counters are the worker's prober_probe_total series by result, looked up on first
+	// use so that the label hashing is not paid on every probe. Their labels include the
+	// pod UID, so no other worker shares them, and the worker deletes them before it leaves
+	// the manager (a successor with the same key comes only after that). The duration
+	// series has no pod UID, a same-named pod may share it, so it is not kept.
+	counters [3]prometheus.Counter
 }
 
 func (m *metrics) forWorker(w *worker) *workerMetrics {
@@ -97,14 +103,21 @@ func (m *metrics) forWorker(w *worker) *workerMetrics {
 func (wm *workerMetrics) observe(r results.Result, took time.Duration) {
 	switch r {
 	case results.Success:
-		wm.m.total.With(wm.successful).Inc()
+		wm.counter(0, wm.successful).Inc()
 		wm.m.duration.With(wm.duration).Observe(took.Seconds())
 	case results.Failure:
-		wm.m.total.With(wm.failed).Inc()
+		wm.counter(1, wm.failed).Inc()
 	default:
-		wm.m.total.With(wm.unknown).Inc()
+		wm.counter(2, wm.unknown).Inc()
 		wm.m.duration.With(wm.duration).Observe(took.Seconds())
 	}
+}
+
+func (wm *workerMetrics) counter(i int, labels prometheus.Labels) prometheus.Counter {
+	if wm.counters[i] == nil {
+		wm.counters[i] = wm.m.total.With(labels)
+	}
+	return wm.counters[i]
 }
 
 // delete drops the worker's series when it stops, so gone containers leave no metrics.
@@ -113,4 +126,5 @@ func (wm *workerMetrics) delete() {
 		wm.m.total.Delete(l)
 	}
 	wm.m.duration.Delete(wm.duration)
+	wm.counters = [3]prometheus.Counter{}
 }

@@ -36,39 +36,38 @@ func newProber(runner container.CommandRunner, recorder record.EventRecorder) *p
 	return &prober{runner: runner, http: probe.NewHTTPProber(), recorder: recorder}
 }
 
-// probe runs the container's probe of the given kind and turns the outcome into a result,
-// recording an Unhealthy event for a failure. An error means the probe could not be run;
-// the worker then ignores the attempt.
-func (pb *prober) probe(ctx context.Context, kind probeType, pod *v1.Pod, status v1.PodStatus, c *v1.Container, id container.ContainerID) (results.Result, error) {
-	spec := kind.spec(c)
-	if spec == nil {
-		return results.Success, nil
-	}
+// probe runs spec, the worker's copy of the container's probe of the given kind (API
+// defaults applied, exec command expanded), and turns the outcome into a result, recording
+// an Unhealthy event for a failure. An error means the probe could not be run; the worker
+// then ignores the attempt. It logs through ctx's logger, which names the pod, container
+// and probe type.
+func (pb *prober) probe(ctx context.Context, kind probeType, spec *v1.Probe, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id container.ContainerID) (results.Result, error) {
+	logger := klog.FromContext(ctx)
 	result, output, err := pb.runWithRetries(ctx, spec, pod, status, c, id)
 	if err != nil {
-		klog.V(1).InfoS("Probe errored", "probeType", kind, "pod", klog.KObj(pod), "containerName", c.Name, "probeResult", result, "err", err)
+		logger.V(1).Info("Probe errored", "probeResult", result, "err", err)
 		pb.event(pod, c, v1.EventTypeWarning, eventUnhealthy, fmt.Sprintf("%s probe errored and resulted in %s state: %s", kind, result, err))
 		return results.Failure, err
 	}
 	switch result {
 	case probe.Success:
-		klog.V(3).InfoS("Probe succeeded", "probeType", kind, "pod", klog.KObj(pod), "containerName", c.Name)
+		logger.V(3).Info("Probe succeeded")
 		return results.Success, nil
 	case probe.Warning:
-		klog.V(3).InfoS("Probe succeeded with a warning", "probeType", kind, "pod", klog.KObj(pod), "containerName", c.Name, "output", output)
+		logger.V(3).Info("Probe succeeded with a warning", "output", output)
 		pb.event(pod, c, v1.EventTypeWarning, eventProbeWarning, fmt.Sprintf("%s probe warning: %s", kind, output))
 		return results.Success, nil
 	case probe.Failure:
-		klog.V(1).InfoS("Probe failed", "probeType", kind, "pod", klog.KObj(pod), "containerName", c.Name, "output", output)
+		logger.V(1).Info("Probe failed", "output", output)
 		pb.event(pod, c, v1.EventTypeWarning, eventUnhealthy, fmt.Sprintf("%s probe failed: %s", kind, output))
 		return results.Failure, nil
 	default:
-		klog.V(1).InfoS("Probe unknown without error", "probeType", kind, "pod", klog.KObj(pod), "containerName", c.Name, "probeResult", result)
+		logger.V(1).Info("Probe unknown without error", "probeResult", result)
 		return results.Failure, nil
 	}
 }
 
-func (pb *prober) runWithRetries(ctx context.Context, spec *v1.Probe, pod *v1.Pod, status v1.PodStatus, c *v1.Container, id container.ContainerID) (probe.Result, string, error) {
+func (pb *prober) runWithRetries(ctx context.Context, spec *v1.Probe, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id container.ContainerID) (probe.Result, string, error) {
 	var (
 		result probe.Result
 		output string
@@ -84,14 +83,11 @@ func (pb *prober) runWithRetries(ctx context.Context, spec *v1.Probe, pod *v1.Po
 }
 
 // run runs the probe's handler once. Hosts default to the pod IP.
-func (pb *prober) run(ctx context.Context, spec *v1.Probe, pod *v1.Pod, status v1.PodStatus, c *v1.Container, id container.ContainerID) (probe.Result, string, error) {
+func (pb *prober) run(ctx context.Context, spec *v1.Probe, pod *v1.Pod, status *v1.PodStatus, c *v1.Container, id container.ContainerID) (probe.Result, string, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
 	switch {
 	case spec.Exec != nil:
-		// Only literal env values are known here (no downward API, config maps or
-		// secrets), so only they are expanded, as upstream.
-		cmd := expandStatic(spec.Exec.Command, c.Env)
-		return probe.Exec(ctx, pb.runner, id, cmd, timeout)
+		return probe.Exec(ctx, pb.runner, id, spec.Exec.Command, timeout)
 	case spec.HTTPGet != nil:
 		req, err := probe.NewHTTPRequest(spec.HTTPGet, c, status.PodIP)
 		if err != nil {

@@ -53,16 +53,18 @@ func (t probeType) spec(c *v1.Container) *v1.Probe {
 // already running when the kubelet restarted.
 const restartGracePeriod = 10 * time.Second
 
-// worker probes one container with one probe on its period, until stopped or until the
-// container terminates for good. It follows the container across restarts: a new container
-// ID starts the counting afresh.
+// worker probes one container with one probe on its period, until stopped or until the pod
+// has finished. It follows the container across restarts: a new container ID starts the
+// counting afresh.
 type worker struct {
 	m         *manager
 	kind      probeType
 	pod       *v1.Pod
 	container v1.Container
-	spec      *v1.Probe
-	results   results.Manager
+	// spec is the worker's own copy of the probe, as it is run: API defaults applied and
+	// the exec command expanded, once, since neither the probe nor the env can change.
+	spec    *v1.Probe
+	results results.Manager
 	// initialValue is the result a new container has until its first verdict: readiness
 	// starts failed, liveness passed, startup unknown.
 	initialValue results.Result
@@ -77,8 +79,8 @@ type worker struct {
 	lastResult  results.Result
 	resultRun   int // how many probes in a row returned lastResult
 	// onHold pauses probing until the container is replaced: set after a liveness failure
-	// (the container is about to be killed; probing a dying container is pointless) and
-	// once the startup probe reached a verdict.
+	// (the container is about to be killed; probing a dying container is pointless), once
+	// the startup probe reached a verdict, and when the container exited for good.
 	onHold bool
 }
 
@@ -88,7 +90,7 @@ func newWorker(m *manager, kind probeType, pod *v1.Pod, c v1.Container) *worker 
 		kind:      kind,
 		pod:       pod,
 		container: c,
-		spec:      withDefaults(kind.spec(&c)),
+		spec:      runnableSpec(kind.spec(&c), c.Env),
 		stopCh:    make(chan struct{}, 1),
 		triggerCh: make(chan struct{}, 1),
 		ctx:       klog.NewContext(context.Background(), klog.Background().WithValues("pod", klog.KObj(pod), "containerName", c.Name, "probeType", kind)),
@@ -105,10 +107,19 @@ func newWorker(m *manager, kind probeType, pod *v1.Pod, c v1.Container) *worker 
 	return w
 }
 
-// withDefaults fills what API defaulting would have, so a pod that skipped it (a static pod
-// file) still probes sanely.
+// runnableSpec copies p with the defaults filled in and the exec command expanded with the
+// container's literal env values (as upstream: no downward API, config maps or secrets).
+func runnableSpec(p *v1.Probe, env []v1.EnvVar) *v1.Probe {
+	p = withDefaults(p.DeepCopy())
+	if p.Exec != nil {
+		p.Exec.Command = expandStatic(p.Exec.Command, env)
+	}
+	return p
+}
+
+// withDefaults fills in what API defaulting would have, so a pod that skipped it still
+// probes sanely (a zero timeout would be no timeout at all).
 func withDefaults(p *v1.Probe) *v1.Probe {
-	p = p.DeepCopy()
 	if p.PeriodSeconds <= 0 {
 		p.PeriodSeconds = 10
 	}
@@ -166,13 +177,14 @@ func drain(c <-chan time.Time) {
 	}
 }
 
-// cleanUp forgets everything the worker published.
+// cleanUp forgets everything the worker published. Leaving the manager comes last: a
+// successor with the same key can only start after that, and must find nothing of ours.
 func (w *worker) cleanUp() {
+	w.metrics.delete()
 	if !w.containerID.IsEmpty() {
 		w.results.Remove(w.containerID)
 	}
-	w.m.removeWorker(w.pod.UID, w.container.Name, w.kind)
-	w.metrics.delete()
+	w.m.removeWorker(w)
 }
 
 // stop asks the worker to exit; it is safe to call more than once.
@@ -221,7 +233,8 @@ func (w *worker) doProbe() (keepGoing bool) {
 		return true
 	}
 	if c.State.Running == nil {
-		return w.notRunning(c)
+		w.notRunning(c)
+		return true
 	}
 	if w.pod.DeletionTimestamp != nil && (w.kind == liveness || w.kind == startup) {
 		// The pod is going away: pass quietly so nothing restarts it, and stop.
@@ -233,7 +246,7 @@ func (w *worker) doProbe() (keepGoing bool) {
 		return true
 	}
 	start := w.m.clock.Now()
-	result, err := w.m.prober.probe(w.ctx, w.kind, w.pod, status, &w.container, w.containerID)
+	result, err := w.m.prober.probe(w.ctx, w.kind, w.spec, w.pod, &status, &w.container, w.containerID)
 	if err != nil {
 		return true // the probe could not run: no verdict either way
 	}
@@ -279,23 +292,26 @@ func (w *worker) runningSinceBeforeRestart(c *v1.ContainerStatus) bool {
 	return c.State.Running.StartedAt.Time.Before(w.m.start.Add(-restartGracePeriod))
 }
 
-// notRunning handles a container that is not running: it fails the probe, and the worker
-// goes on only if the container will run again.
-func (w *worker) notRunning(c *v1.ContainerStatus) bool {
+// notRunning handles a container that is not running: it fails the probe. A container
+// that will not run again puts the worker on hold rather than ending it: the kubelet calls
+// AddPod on every sync, so an ended worker would be made anew, publish Failure afresh
+// (its predecessor removed the result) and so cause another sync, for as long as the pod
+// lives. The held worker ends with the pod.
+func (w *worker) notRunning(c *v1.ContainerStatus) {
 	klog.FromContext(w.ctx).V(3).Info("Non-running container probed")
 	if !w.containerID.IsEmpty() {
 		w.results.Set(w.containerID, results.Failure, w.pod)
 	}
-	if c.State.Terminated == nil {
-		return true // waiting to start
+	if c.State.Terminated != nil && !container.ContainerShouldRestart(&w.container, &w.pod.Spec, c.State.Terminated.ExitCode) {
+		w.onHold = true
 	}
-	return container.ContainerShouldRestart(&w.container, &w.pod.Spec, c.State.Terminated.ExitCode)
 }
 
 // shouldProbe applies the initial delay and the startup gate: the startup probe runs until
 // the container has started, the others only after.
 func (w *worker) shouldProbe(c *v1.ContainerStatus) bool {
-	if int32(w.m.clock.Since(c.State.Running.StartedAt.Time).Seconds()) < w.spec.InitialDelaySeconds {
+	// Durations, not int32 seconds: a start time long ago must not overflow into "not yet".
+	if w.m.clock.Since(c.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
 		return false
 	}
 	started := c.Started != nil && *c.Started

@@ -295,15 +295,17 @@ func TestNewContainerRestartsTheCount(t *testing.T) {
 }
 
 func TestTerminatedContainer(t *testing.T) {
+	// The worker keeps going either way (it ends with the pod); a container that will not
+	// run again puts it on hold.
 	for _, tc := range []struct {
-		policy    v1.RestartPolicy
-		exitCode  int32
-		keepGoing bool
+		policy   v1.RestartPolicy
+		exitCode int32
+		onHold   bool
 	}{
-		{v1.RestartPolicyAlways, 0, true},
-		{v1.RestartPolicyOnFailure, 1, true},
-		{v1.RestartPolicyOnFailure, 0, false},
-		{v1.RestartPolicyNever, 1, false},
+		{v1.RestartPolicyAlways, 0, false},
+		{v1.RestartPolicyOnFailure, 1, false},
+		{v1.RestartPolicyOnFailure, 0, true},
+		{v1.RestartPolicyNever, 1, true},
 	} {
 		r := newRig(t)
 		pod := testPod(v1.Container{ReadinessProbe: execProbe()})
@@ -312,8 +314,8 @@ func TestTerminatedContainer(t *testing.T) {
 		w := r.worker(readiness, pod)
 		r.step(w, true)
 		r.statuses.set(testUID, terminated("c1", tc.exitCode))
-		if got := w.doProbe(); got != tc.keepGoing {
-			t.Errorf("%s exit %d: keepGoing %v, want %v", tc.policy, tc.exitCode, got, tc.keepGoing)
+		if !w.doProbe() || w.onHold != tc.onHold {
+			t.Errorf("%s exit %d: worker stopped, or onHold %v, want %v", tc.policy, tc.exitCode, w.onHold, tc.onHold)
 		}
 		if got := result(r.readiness, "c1"); got != "Failure" {
 			t.Errorf("%s: terminated container result %s, want Failure", tc.policy, got)
@@ -396,5 +398,32 @@ prober_probe_total{container="app",namespace="ns",pod="web",pod_uid="pod-uid",pr
 	w.cleanUp()
 	if n := testutil.CollectAndCount(r.reg, "prober_probe_total"); n != 0 {
 		t.Errorf("%d series left after the worker stopped", n)
+	}
+}
+
+func TestRunningWithoutStartTimeIsProbed(t *testing.T) {
+	// A zero start time is far enough back for any initial delay; it must not overflow
+	// into "not yet".
+	r := newRig(t)
+	p := execProbe()
+	p.InitialDelaySeconds = 5
+	pod := testPod(v1.Container{ReadinessProbe: p})
+	r.statuses.set(testUID, running("c1", time.Time{}, true))
+	r.worker(readiness, pod).doProbe()
+	if n := r.runner.callCount(); n != 1 {
+		t.Errorf("probed %d times, want 1", n)
+	}
+}
+
+func TestUndefaultedProbeRunsWithDefaults(t *testing.T) {
+	// A pod that skipped API defaulting: a zero timeout would mean no timeout at all.
+	r := newRig(t)
+	p := &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"check", "$(PORT)"}}}}
+	pod := testPod(v1.Container{LivenessProbe: p, Env: []v1.EnvVar{{Name: "PORT", Value: "8080"}}})
+	r.statuses.set(testUID, running("c1", epoch, true))
+	r.worker(liveness, pod).doProbe()
+	cmd, timeout := r.runner.last()
+	if timeout != time.Second || strings.Join(cmd, " ") != "check 8080" {
+		t.Errorf("ran %q with timeout %v, want `check 8080` with the default 1s", cmd, timeout)
 	}
 }

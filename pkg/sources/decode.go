@@ -1,6 +1,8 @@
 package sources
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -45,7 +48,7 @@ func decodeSinglePod(data []byte, defaulter staticPodDefaulter) (parsed bool, po
 	}
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
-		return false, nil, fmt.Errorf("invalid pod: %T", obj)
+		return false, nil, fmt.Errorf("invalid pod: %s", notKind(obj, "Pod"))
 	}
 	if err := prepareStaticPod(pod, defaulter); err != nil {
 		return true, nil, err
@@ -61,7 +64,7 @@ func decodePodList(data []byte, defaulter staticPodDefaulter) (parsed bool, pods
 	}
 	list, ok := obj.(*v1.PodList)
 	if !ok {
-		return false, nil, fmt.Errorf("invalid pods list: %T", obj)
+		return false, nil, fmt.Errorf("invalid pods list: %s", notKind(obj, "PodList"))
 	}
 	pods = make([]*v1.Pod, 0, len(list.Items))
 	for i := range list.Items {
@@ -74,14 +77,53 @@ func decodePodList(data []byte, defaulter staticPodDefaulter) (parsed bool, pods
 	return true, pods, nil
 }
 
-// decodeObject reads YAML or JSON (JSON is YAML) into a v1 object.
+// decodeObject reads YAML or JSON (JSON is YAML) into a v1 object. An object of a kind
+// the decoder does not know ("kind: Deployment" is a common mistake) comes back as its
+// type alone, so that the caller can say which kind it got rather than the decoder's
+// "no kind is registered"; a Pod or PodList of an unknown version stays an error.
 func decodeObject(data []byte) (runtime.Object, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, err
 	}
-	obj, _, err := podDecoder.Decode(js, nil, nil)
+	obj, gvk, err := podDecoder.Decode(js, nil, nil)
+	if runtime.IsNotRegisteredError(err) && gvk != nil && gvk.Kind != "Pod" && gvk.Kind != "PodList" {
+		apiVersion, kind := gvk.ToAPIVersionAndKind()
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}}, nil
+	}
 	return obj, err
+}
+
+// notKind says what a manifest holds instead of the wanted kind.
+func notKind(obj runtime.Object, want string) string {
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	return fmt.Sprintf("kind %q of apiVersion %q is not a v1 %s", kind, apiVersion, want)
+}
+
+// yamlDocuments counts the YAML documents in data that hold more than comments. The
+// decoder, like upstream's, reads only the first of them.
+func yamlDocuments(data []byte) int {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	count := 0
+	for {
+		doc, err := reader.Read()
+		if err != nil {
+			return count // io.EOF, or a syntax error the decoder has judged already
+		}
+		if hasYAMLContent(doc) {
+			count++
+		}
+	}
+}
+
+func hasYAMLContent(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "---") && line != "..." {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareStaticPod does what upstream does after decoding: the API defaults (upstream's

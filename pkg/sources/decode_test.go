@@ -153,7 +153,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"not YAML", "a: [b", false, "yaml"},
 		{"no kind", `{"apiVersion":"v1","metadata":{"name":"x"}}`, false, "Object 'Kind' is missing"},
 		{"unknown version", strings.Replace(webYAML, "apiVersion: v1", "apiVersion: v2", 1), false, `no kind "Pod" is registered for version "v2"`},
-		{"not a pod", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", false, "invalid pod"},
+		{"not a pod", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", false, `invalid pod: kind "ConfigMap" of apiVersion "v1" is not a v1 Pod`},
+		{"a workload", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n", false, `invalid pod: kind "Deployment" of apiVersion "apps/v1" is not a v1 Pod`},
+		{"a list", "apiVersion: v1\nkind: PodList\nitems: []\n", false, `invalid pod: kind "PodList" of apiVersion "v1" is not a v1 Pod`},
 		{"no name", strings.Replace(webYAML, "  name: web\n  labels", "  labels", 1), true, "invalid pod: name is needed for the pod"},
 		{"invalid", strings.Replace(webYAML, "image: busybox:1.36", "image: \"\"", 1), true, "invalid pod: [spec.containers[0].image: Required value]"},
 		{"bad quantity", strings.Replace(webYAML, "    ports:", "    resources:\n      limits:\n        cpu: lots\n    ports:", 1), false, "quantities must match"},
@@ -277,5 +279,28 @@ func TestKubeadmManifestIsAccepted(t *testing.T) {
 	}
 	if hp := pod.Spec.Containers[0].Ports[0].HostPort; hp != 2381 {
 		t.Fatalf("hostPort %d, want the container port under hostNetwork", hp)
+	}
+}
+
+// The control plane manifests kubeadm writes (testdata/kubeadm, as kubeadm v1.33
+// generates them) must all run, read from a manifest directory as they are.
+func TestKubeadmControlPlaneManifestsAreAccepted(t *testing.T) {
+	ft := startFileSource(t, "testdata/kubeadm", longPeriod, false)
+	pods := ft.nextSet()
+	want := "etcd-node1,kube-apiserver-node1,kube-controller-manager-node1,kube-scheduler-node1"
+	if got := strings.Join(podNames(pods), ","); got != want {
+		t.Fatalf("pods %s, want %s; reports: %v", got, want, ft.reports.lines)
+	}
+	if len(ft.reports.lines) != 0 {
+		t.Fatalf("reports: %v", ft.reports.lines)
+	}
+	for _, pod := range pods {
+		c := pod.Spec.Containers[0]
+		if c.Ports[0].HostPort != c.Ports[0].ContainerPort {
+			t.Errorf("%s: hostPort %d, want the container port under hostNetwork", pod.Name, c.Ports[0].HostPort)
+		}
+		if pod.Spec.SecurityContext.SeccompProfile.Type != v1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: seccomp profile lost", pod.Name)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	utilio "k8s.io/utils/io"
 )
@@ -25,6 +26,14 @@ const (
 	// defaultCheckPeriod replaces a period that is not positive: upstream's default
 	// fileCheckFrequency and httpCheckFrequency.
 	defaultCheckPeriod = 20 * time.Second
+	// settleDelay is how long the directory must be quiet before the entries its
+	// events named are read again, and maxSettleDelay bounds the wait when events keep
+	// coming. One save is often several steps (sed -i writes "sedXXXXXX" and renames it
+	// over the manifest; editors rename the manifest to a "~" backup, write a new one
+	// and delete the backup); reading each step on its own would restart the pod once
+	// per step and could run the temporary file.
+	settleDelay    = 100 * time.Millisecond
+	maxSettleDelay = time.Second
 )
 
 // NewSourceFile starts reading static pods from path, a directory of manifests or a
@@ -40,9 +49,11 @@ const (
 // goes away, while the other files are unaffected; once fixed it is read again. Upstream
 // keeps the last good pod of a file that turned bad until its next re-list; nodelet drops
 // it as soon as the watch sees the change, so the set after an event is always what a
-// re-list would produce. When two manifests define the same pod (namespace and name),
-// the one whose file name sorts last is used, as upstream's re-list ends up doing, and
-// the other is reported.
+// re-list would produce. Watch events are applied once the directory has been quiet for
+// a moment (settleDelay), so that the steps of one save reach the kubelet as one change.
+// When two manifests define the same pod (namespace and name), the one whose file name
+// sorts last is used, as upstream's re-list ends up doing, and the other is reported.
+// Only the first YAML document of a file is read, as upstream does; more are reported.
 func NewSourceFile(path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) {
 	StartSourceFile(context.Background(), path, nodeName, period, updates)
 }
@@ -66,23 +77,37 @@ type sourceFile struct {
 	lastSent []*v1.Pod
 	problems *problemLog
 
-	watch      dirWatcher
+	watch dirWatcher
+	// watched is the directory the watch is on, to notice when the path (a symlink)
+	// comes to name another one.
+	watched    os.FileInfo
 	newWatcher func(dir string) (dirWatcher, error)
 	watchRetry time.Duration
 	// watchFailed avoids logging the same failure to watch every retry.
 	watchFailed bool
+
+	// pending holds the entries named by watch events not applied yet, and relistDue
+	// says that everything must be read again instead (lost events, or a periodic
+	// relist that fell while changes were settling). settleStart is when the first of
+	// them came; zero when nothing is pending.
+	pending     sets.Set[string]
+	relistDue   bool
+	settleStart time.Time
+	settleDelay time.Duration
 }
 
 func newSourceFile(path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) *sourceFile {
 	return &sourceFile{
-		path:       filepath.Clean(path),
-		nodeName:   nodeName,
-		period:     positiveOr(period, defaultCheckPeriod),
-		updates:    updates,
-		manifests:  make(map[string]*v1.Pod),
-		problems:   newProblemLog(),
-		newWatcher: newDirWatcher,
-		watchRetry: watchRetryPeriod,
+		path:        filepath.Clean(path),
+		nodeName:    nodeName,
+		period:      positiveOr(period, defaultCheckPeriod),
+		updates:     updates,
+		manifests:   make(map[string]*v1.Pod),
+		problems:    newProblemLog(),
+		newWatcher:  newDirWatcher,
+		watchRetry:  watchRetryPeriod,
+		pending:     sets.New[string](),
+		settleDelay: settleDelay,
 	}
 }
 
@@ -97,15 +122,26 @@ func (s *sourceFile) run(ctx context.Context) {
 	defer relist.Stop()
 	retry := time.NewTicker(s.watchRetry)
 	defer retry.Stop()
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
 	for {
 		var events <-chan watchEvent
 		if s.watch != nil {
 			events = s.watch.Events()
 		}
+		var settled <-chan time.Time
+		if s.settling() {
+			settled = settle.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-relist.C:
+			if s.settling() {
+				s.relistDue = true // once the changes under way have settled
+				continue
+			}
 			s.relist(ctx)
 		case <-retry.C:
 			if s.watch == nil && s.startWatch() {
@@ -118,7 +154,11 @@ func (s *sourceFile) run(ctx context.Context) {
 				s.relist(ctx)
 				continue
 			}
-			s.handleEvent(ctx, ev)
+			if s.queue(ev) {
+				settle.Reset(s.settleWait())
+			}
+		case <-settled:
+			s.applyPending(ctx)
 		}
 	}
 }
@@ -142,6 +182,10 @@ func (s *sourceFile) startWatch() bool {
 	if !ok {
 		return false
 	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
 	w, err := s.newWatcher(dir)
 	if err != nil {
 		if !s.watchFailed {
@@ -150,8 +194,27 @@ func (s *sourceFile) startWatch() bool {
 		}
 		return false
 	}
-	s.watch, s.watchFailed = w, false
+	s.watch, s.watched, s.watchFailed = w, info, false
 	return true
+}
+
+// rewatchIfRetargeted moves the watch when the directory to watch is no longer the one
+// watched: a symlink was pointed elsewhere. The old directory still exists, so its
+// watch would never end by itself.
+func (s *sourceFile) rewatchIfRetargeted() {
+	if s.watch == nil {
+		return
+	}
+	dir, ok := s.watchDir()
+	if !ok {
+		return
+	}
+	if info, err := os.Stat(dir); err != nil || os.SameFile(info, s.watched) {
+		return
+	}
+	klog.V(2).InfoS("Config path now names another directory, watching it instead", "path", s.path)
+	s.stopWatch()
+	s.startWatch()
 }
 
 func (s *sourceFile) stopWatch() {
@@ -162,7 +225,10 @@ func (s *sourceFile) stopWatch() {
 }
 
 // relist reads every manifest again and sends the set if it changed (or was never sent).
+// Whatever watch events were pending, it has read their entries too.
 func (s *sourceFile) relist(ctx context.Context) {
+	s.clearPending()
+	s.rewatchIfRetargeted()
 	s.problems.startPass()
 	defer s.problems.endPass()
 
@@ -254,33 +320,80 @@ func (s *sourceFile) extractFromFile(path string) (*v1.Pod, error) {
 	if !parsed {
 		return nil, fmt.Errorf("%v: couldn't parse as pod(%v), please check config file", path, err)
 	}
+	if err == nil {
+		s.reportIgnoredDocuments(path, data)
+	}
 	return pod, err
 }
 
-// handleEvent re-reads the one entry an event is about.
-func (s *sourceFile) handleEvent(ctx context.Context, ev watchEvent) {
-	if ev.op == opRescan {
+// reportIgnoredDocuments says once that a manifest holds more documents than the one
+// pod that is read from it (upstream drops them without a word).
+func (s *sourceFile) reportIgnoredDocuments(path string, data []byte) {
+	key := "documents:" + path
+	if n := yamlDocuments(data); n > 1 {
+		s.problems.report(key, nil, "Manifest file holds more than one YAML document, only the first is used", "path", path, "documents", n)
+		return
+	}
+	s.problems.resolve(key)
+}
+
+// queue records what an event asks to read again, and reports whether it asked for
+// anything.
+func (s *sourceFile) queue(ev watchEvent) bool {
+	switch {
+	case ev.op == opRescan:
+		s.relistDue = true
+	case !s.concerns(ev.path):
+		return false
+	case ev.op == opCreated && isRegularFile(ev.path):
+		// A new regular file is still being written; its writer's close follows.
+		// Anything else created (a symlink) is complete already.
+		return false
+	default:
+		s.pending.Insert(ev.path)
+	}
+	if s.settleStart.IsZero() {
+		s.settleStart = time.Now()
+	}
+	return true
+}
+
+func (s *sourceFile) settling() bool {
+	return !s.settleStart.IsZero()
+}
+
+// settleWait is how long to wait for more events before applying the pending ones.
+func (s *sourceFile) settleWait() time.Duration {
+	if time.Since(s.settleStart) >= maxSettleDelay {
+		return 0
+	}
+	return s.settleDelay
+}
+
+// applyPending reads the entries events named again (or everything, when a relist is
+// due) and sends the set if it changed.
+func (s *sourceFile) applyPending(ctx context.Context) {
+	if s.relistDue {
 		s.relist(ctx)
 		return
 	}
-	if !s.concerns(ev.path) {
-		return
-	}
-	switch ev.op {
-	case opRemoved:
-		delete(s.manifests, ev.path)
-		s.problems.resolve(ev.path)
-	case opCreated:
-		// A new regular file may still be being written; its close-after-write event
-		// follows. Anything else created (a symlink) is complete already.
-		if info, err := os.Lstat(ev.path); err == nil && info.Mode().IsRegular() {
-			return
-		}
-		s.refreshEntry(ev.path)
-	case opWritten:
-		s.refreshEntry(ev.path)
+	paths := s.pending
+	s.clearPending()
+	for path := range paths {
+		s.refreshEntry(path)
 	}
 	s.sendIfChanged(ctx)
+}
+
+func (s *sourceFile) clearPending() {
+	s.pending = sets.New[string]()
+	s.relistDue = false
+	s.settleStart = time.Time{}
+}
+
+func isRegularFile(path string) bool {
+	info, err := os.Lstat(path)
+	return err == nil && info.Mode().IsRegular()
 }
 
 // concerns filters a watched directory's events down to the manifests of this source.
@@ -295,6 +408,8 @@ func (s *sourceFile) concerns(path string) bool {
 	return path == s.path // the source is a single file in the watched directory
 }
 
+// refreshEntry reads one entry again, whatever happened to it: written, created,
+// replaced, or gone.
 func (s *sourceFile) refreshEntry(path string) {
 	info, err := os.Stat(path)
 	switch {

@@ -41,8 +41,10 @@ type sourceURL struct {
 	updates  chan<- interface{}
 	client   *http.Client
 
-	// data is the last body received, used or not.
+	// data is the last body received, used or not, and dataErr why it could not be
+	// used: an unchanged body is not decoded again, but it is no better than last time.
 	data        []byte
+	dataErr     error
 	failureLogs int
 	// log defaults to klog at the given verbosity; tests replace it.
 	log func(verbosity int, msg string, keysAndValues ...interface{})
@@ -103,14 +105,22 @@ func (s *sourceURL) extractFromURL(ctx context.Context) error {
 		return err
 	}
 	if len(data) == 0 {
+		// The source now holds no pods, whatever body came before: that body, served
+		// again, must be decoded and sent again.
+		s.data, s.dataErr = nil, nil
 		s.send(ctx, []*v1.Pod{})
 		return fmt.Errorf("zero-length data received from %v", s.url)
 	}
 	if bytes.Equal(data, s.data) {
-		return nil
+		return s.dataErr
 	}
 	s.data = data
+	s.dataErr = s.sendPods(ctx, data)
+	return s.dataErr
+}
 
+// sendPods decodes a body as one pod or a list of pods and sends them.
+func (s *sourceURL) sendPods(ctx context.Context, data []byte) error {
 	defaulter := func(pod *v1.Pod) error { return applyDefaults(pod, s.url, false, s.nodeName) }
 	parsed, pod, singleErr := decodeSinglePod(data, defaulter)
 	if parsed {

@@ -263,3 +263,48 @@ func nextUID(t *testing.T, m *manifestServer) string {
 	}
 	return string(pod.UID)
 }
+
+// A body that stays bad is a failure on every poll, not only on the first: an unchanged
+// body is not decoded again, but its error still stands.
+func TestURLSourceUnchangedBadBodyStaysAFailure(t *testing.T) {
+	m := newManifestServer(t)
+	m.serve(http.StatusOK, strings.Replace(webYAML, "busybox:1.36", `""`, 1))
+	ut := startURLSource(t, m.URL, nil)
+	waitForPolls(t, m, 5)
+	ut.expectNoSet(0)
+	logs := ut.logLines()
+	for _, l := range logs {
+		if l.msg == "Successfully read pods from URL" {
+			t.Fatalf("an unchanged invalid body was logged as a success: %v", logs)
+		}
+	}
+	if len(logs) < 4 {
+		t.Fatalf("only %d failures logged after 5 polls: %v", len(logs), logs)
+	}
+}
+
+// An empty body empties the source; the same good body served again afterwards must
+// bring its pods back, although it equals the last body decoded.
+func TestURLSourceGoodBodyAfterAnEmptyOneIsSentAgain(t *testing.T) {
+	m := newManifestServer(t)
+	m.serve(http.StatusOK, webYAML)
+	ut := startURLSource(t, m.URL, nil)
+	if got := podNames(ut.nextSet()); len(got) != 1 {
+		t.Fatalf("pods %v", got)
+	}
+	m.serve(http.StatusOK, "")
+	if got := podNames(ut.nextSet()); len(got) != 0 {
+		t.Fatalf("pods %v from an empty body", got)
+	}
+	m.serve(http.StatusOK, webYAML)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		pods := ut.nextSet()
+		if len(pods) == 1 && pods[0].Name == "web-node1" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods %v after the good body came back", podNames(pods))
+		}
+	}
+}

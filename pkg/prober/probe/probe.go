@@ -6,6 +6,7 @@ package probe
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -76,15 +77,12 @@ func ResolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
 	case intstr.Int:
 		n = port.IntValue()
 	case intstr.String:
-		found := false
-		for _, p := range c.Ports {
-			if p.Name == port.StrVal {
-				n, found = int(p.ContainerPort), true
-				break
+		var err error
+		if n, err = portByName(c, port.StrVal); err != nil {
+			// A number stored as a string (a static pod skips validation), as upstream.
+			if n, err = strconv.Atoi(port.StrVal); err != nil {
+				return 0, fmt.Errorf("port %q not found", port.StrVal)
 			}
-		}
-		if !found {
-			return 0, fmt.Errorf("port %q not found", port.StrVal)
 		}
 	default:
 		return 0, fmt.Errorf("intOrString had no kind: %+v", port)
@@ -93,4 +91,13 @@ func ResolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
 		return 0, fmt.Errorf("invalid port number: %v", n)
 	}
 	return n, nil
+}
+
+func portByName(c *v1.Container, name string) (int, error) {
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return int(p.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("port %q not found", name)
 }

@@ -24,6 +24,8 @@ func TestResolvePort(t *testing.T) {
 		{intstr.FromInt32(9000), 9000, false},
 		{intstr.FromString("http"), 8080, false},
 		{intstr.FromString("metrics"), 0, true},
+		{intstr.FromString("8443"), 8443, false}, // a number stored as a string, as upstream
+		{intstr.FromString("99999"), 0, true},
 		{intstr.FromString("zero"), 0, true},
 		{intstr.FromInt32(70000), 0, true},
 		{intstr.FromInt32(0), 0, true},
