@@ -119,7 +119,8 @@ func (p *fakeProber) AddPod(pod *v1.Pod) {
 	defer p.mu.Unlock()
 	p.probed.Insert(pod.UID)
 }
-func (p *fakeProber) StopLivenessAndStartup(*v1.Pod) {}
+func (p *fakeProber) StopLivenessAndStartup(*v1.Pod)         {}
+func (p *fakeProber) UpdatePodStatus(*v1.Pod, *v1.PodStatus) {}
 func (p *fakeProber) RemovePod(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -40,6 +40,7 @@ type Prober interface {
 	StopLivenessAndStartup(pod *v1.Pod)
 	RemovePod(pod *v1.Pod)
 	CleanupPods(desired map[types.UID]sets.Empty)
+	UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus)
 }
 
 // SourcesReady reports whether every pod source has delivered its first full list and is

@@ -121,7 +121,7 @@ func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal 
 	if !ok {
 		old = pod.Status
 	}
-	return status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
+	st := status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
 		PodIsTerminal: terminal,
 		HostIPs:       k.cfg.HostIPs,
 		Readiness:     k.deps.Readiness,
@@ -131,4 +131,8 @@ func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal 
 		},
 		Now: time.Now,
 	})
+	// The prober sets ready/started from its workers and triggers the first readiness probe
+	// of a container that has just started, instead of waiting for the worker's next tick.
+	k.deps.Prober.UpdatePodStatus(pod, &st)
+	return st
 }
