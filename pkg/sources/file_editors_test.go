@@ -145,3 +145,20 @@ func TestFileSourceReportsIgnoredYAMLDocuments(t *testing.T) {
 		t.Fatalf("empty trailing documents reported: %v", ft.reports.lines)
 	}
 }
+
+// A manifest renamed into place (kubectl, Ansible and most config tools write a temp file
+// and rename it) is complete: it is applied without waiting for the settle delay, which
+// would otherwise add to every pod's start-up latency.
+func TestFileSourceAtomicRenameIsAppliedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	c := startWatchedConfig(t, dir) // settle delay 300 ms
+	path := filepath.Join(dir, "web.yaml")
+	tmp := filepath.Join(dir, ".web.yaml.tmp")
+	writeFile(t, tmp, manifest("web", "busybox:1"))
+	start := time.Now()
+	rename(t, tmp, path)
+	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	if took := time.Since(start); took >= 300*time.Millisecond {
+		t.Errorf("renamed manifest applied after %v: it waited for the settle delay", took)
+	}
+}

@@ -12,6 +12,9 @@ const (
 	opWritten
 	// opRemoved: an entry was deleted or moved out.
 	opRemoved
+	// opMovedIn: an entry was renamed into place, the last step of an atomic write; it
+	// is applied at once, together with whatever was pending.
+	opMovedIn
 	// opRescan: events may have been lost (queue overflow); list everything again.
 	opRescan
 )

@@ -106,7 +106,9 @@ func toWatchEvent(mask uint32, dir, name string) (watchEvent, bool) {
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
 		return watchEvent{path: path, op: opRemoved}, true
-	case mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_ATTRIB) != 0:
+	case mask&unix.IN_MOVED_TO != 0:
+		return watchEvent{path: path, op: opMovedIn}, true
+	case mask&(unix.IN_CLOSE_WRITE|unix.IN_ATTRIB) != 0:
 		return watchEvent{path: path, op: opWritten}, true
 	case mask&unix.IN_CREATE != 0:
 		return watchEvent{path: path, op: opCreated}, true

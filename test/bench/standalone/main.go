@@ -34,6 +34,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 )
@@ -45,6 +46,7 @@ type bench struct {
 	node      string
 	manifests string
 	logsDir   string
+	rootDir   string
 	nodelet   *exec.Cmd
 }
 
@@ -72,7 +74,7 @@ func run(endpoint, bin string, runs, many int, idle time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b := &bench{rs: rs, node: "bench-" + string(uuid.NewUUID())[:6], manifests: filepath.Join(dir, "manifests"), logsDir: filepath.Join(dir, "logs")}
+	b := &bench{rs: rs, node: "bench-" + string(uuid.NewUUID())[:6], manifests: filepath.Join(dir, "manifests"), logsDir: filepath.Join(dir, "logs"), rootDir: filepath.Join(dir, "root")}
 	for _, d := range []string{b.manifests, b.logsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -100,7 +102,7 @@ func (b *bench) startNodelet(bin, endpoint, dir string) error {
 		return err
 	}
 	b.nodelet = exec.Command(bin, "--config="+cfg, "--container-runtime-endpoint="+endpoint,
-		"--root-dir="+filepath.Join(dir, "root"), "--hostname-override="+b.node)
+		"--root-dir="+b.rootDir, "--hostname-override="+b.node)
 	b.nodelet.Stdout, b.nodelet.Stderr = log, log
 	return b.nodelet.Start()
 }
@@ -208,17 +210,23 @@ func (b *bench) viaCRI(ctx context.Context, i int) (time.Duration, error) {
 }
 
 func (b *bench) rawPod(ctx context.Context, i int) (time.Duration, string, error) {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("raw%d", i), Namespace: "bench", UID: uuid.NewUUID(), Labels: map[string]string{"bench": b.node}}}
-	sb, err := criconfig.GeneratePodSandboxConfig(pod, 0, criconfig.SandboxOptions{PodLogsDir: b.logsDir})
+	// The same pod nodelet runs, with the configs nodelet would generate for it (cgroup
+	// parent under the same cgroup root, labels, log paths, termination-message mount).
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("raw%d", i), Namespace: "bench", UID: uuid.NewUUID(), Labels: map[string]string{"bench": b.node}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: image, Command: []string{"sleep", "3600"},
+			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: v1.TerminationMessageReadFile}}},
+	}
+	sb, err := criconfig.GeneratePodSandboxConfig(pod, 0, criconfig.SandboxOptions{
+		PodLogsDir: b.logsDir, CgroupParent: cm.NewPodCgroups("/"+b.node, true).Parent(pod)})
 	if err != nil {
 		return 0, "", err
 	}
-	if err := os.MkdirAll(sb.LogDirectory, 0o755); err != nil {
+	cc, _, err := criconfig.GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, criconfig.ContainerOptions{
+		ImageRef: image, PodDir: filepath.Join(b.rootDir, "pods", string(pod.UID)), PodLogsDir: b.logsDir, CPUCFSQuota: true})
+	if err != nil {
 		return 0, "", err
 	}
-	cc := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: image},
-		Command: []string{"sleep", "3600"}, LogPath: "app/0.log", Linux: &runtimeapi.LinuxContainerConfig{},
-		Labels: criconfig.NewContainerLabels(&v1.Container{Name: "app"}, pod)}
 	start := time.Now()
 	id, err := b.rs.RunPodSandbox(ctx, sb, "")
 	if err != nil {
