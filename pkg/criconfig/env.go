@@ -20,6 +20,10 @@ import (
 // them from.
 var ErrNeedsClusterMode = errors.New("secret/configmap env sources need cluster mode")
 
+// ErrUserNamespacesNotSupported refuses pods with hostUsers: false, which nodelet cannot
+// honour yet.
+var ErrUserNamespacesNotSupported = errors.New("user namespaces (hostUsers: false) are not supported by nodelet yet")
+
 // MakeEnvironmentVariables resolves the container's environment in
 // declaration order: literal values with $(VAR) references expanded against
 // the variables declared before them, and downward API values (fieldRef,

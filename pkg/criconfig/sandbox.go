@@ -45,6 +45,11 @@ func ContainerLogDir(podLogsDir, namespace, name string, uid types.UID, containe
 // GeneratePodSandboxConfig builds the pod's sandbox config for the given
 // attempt. The runtime handler is the caller's to choose.
 func GeneratePodSandboxConfig(pod *v1.Pod, attempt uint32, opts SandboxOptions) (*runtimeapi.PodSandboxConfig, error) {
+	// Running a pod that asked for its own user namespace in the host's would quietly
+	// give it more privilege than it asked for: refuse it until user namespaces are done.
+	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
+		return nil, ErrUserNamespacesNotSupported
+	}
 	config := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
