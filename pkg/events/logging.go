@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -72,10 +73,18 @@ func (r *LoggingRecorder) firstInWindow(key string) bool {
 	return true
 }
 
-// describe names the object an event is about.
+// describe names the object an event is about: a pod, a node, or a reference to one of
+// them, where a container's field path (spec.containers{name}) follows the name.
 func describe(obj runtime.Object) (string, klog.ObjectRef) {
 	if obj == nil {
 		return "", klog.ObjectRef{}
+	}
+	if ref, ok := obj.(*v1.ObjectReference); ok {
+		name := ref.Name
+		if ref.FieldPath != "" {
+			name += " " + ref.FieldPath
+		}
+		return ref.Kind, klog.KRef(ref.Namespace, name)
 	}
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
 	m, err := meta.Accessor(obj)
@@ -83,7 +92,11 @@ func describe(obj runtime.Object) (string, klog.ObjectRef) {
 		return kind, klog.ObjectRef{}
 	}
 	if kind == "" {
-		kind = "Pod"
+		if _, ok := obj.(*v1.Node); ok {
+			kind = "Node"
+		} else {
+			kind = "Pod"
+		}
 	}
 	return kind, klog.KRef(m.GetNamespace(), m.GetName())
 }

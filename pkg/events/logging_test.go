@@ -39,3 +39,25 @@ func TestRepeatedEventsAreLoggedOncePerWindow(t *testing.T) {
 		t.Errorf("a different event was not logged:\n%s", out)
 	}
 }
+
+func TestContainerEventsNameThePodAndTheContainer(t *testing.T) {
+	var buf bytes.Buffer
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	klog.SetOutput(&buf)
+	defer klog.SetOutput(nil)
+
+	r := NewLoggingRecorder(clocktesting.NewFakePassiveClock(time.Now()))
+	ref := &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "ns", Name: "web", UID: "u1", FieldPath: "spec.containers{app}"}
+	r.Event(ref, v1.EventTypeNormal, "Pulled", "image present")
+	r.Event(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, v1.EventTypeNormal, "Starting", "Starting kubelet.")
+	klog.Flush()
+	out := buf.String()
+	if !strings.Contains(out, `reason="Pulled" object="ns/web spec.containers{app}" kind="Pod"`) {
+		t.Errorf("container event lost its reference:\n%s", out)
+	}
+	if !strings.Contains(out, `reason="Starting" object="n1" kind="Node"`) {
+		t.Errorf("node event not named:\n%s", out)
+	}
+}

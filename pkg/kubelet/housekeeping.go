@@ -40,6 +40,7 @@ func (h *housekeeper) run(ctx context.Context) {
 	known := h.k.workers.SyncKnownPods(desired)
 	h.restartRecreatedPods(desired, known)
 	h.killOrphans(ctx, known)
+	h.k.deleteOrphanedMirrorPods(ctx)
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.removeOrphanedDirs(desiredUIDs)
 	h.removeOrphanedCgroups(ctx, desiredUIDs)

@@ -43,6 +43,19 @@ type Prober interface {
 	UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus)
 }
 
+// Admitter decides whether a new pod may run, given the pods already admitted and still
+// active (upstream's admit handlers; pkg/admission). A refused pod fails with the reason.
+type Admitter interface {
+	Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message string)
+}
+
+// MirrorClient creates and deletes the API server's mirror pods of static pods (cluster
+// mode; nil standalone).
+type MirrorClient interface {
+	CreateMirrorPod(ctx context.Context, pod *v1.Pod) error
+	DeleteMirrorPod(ctx context.Context, podFullName string, uid *types.UID) (bool, error)
+}
+
 // SourcesReady reports whether every pod source has delivered its first full list and is
 // among seen, the sources whose updates the loop has handled (upstream's SourcesReadyFn;
 // sources.Config.SeenAllSources fits). Before that, nothing unknown may be cleaned up: a
@@ -97,6 +110,13 @@ type Deps struct {
 	Prober       Prober
 	SourcesReady SourcesReady
 	Clock        clock.WithTicker
+	// Admitter checks new pods; nil admits up to MaxPods.
+	Admitter Admitter
+	// Mirror is nil standalone: static pods then have no API object.
+	Mirror MirrorClient
+	// Pods is the pod manager; nil makes a new one. Cluster mode shares it with the API
+	// status syncer, which reads the pods as last delivered and the mirror pods.
+	Pods *podmanager.Manager
 }
 
 // Kubelet is the loop: it turns pod updates, runtime events and timers into pod-worker work.
@@ -111,6 +131,7 @@ type Kubelet struct {
 	rejected    sets.Set[types.UID]
 	housekeeper *housekeeper
 	sourcesSeen seenSources
+	deadlines   *activeDeadlines
 }
 
 // New wires the loop.
@@ -118,10 +139,13 @@ func New(cfg Config, deps Deps) *Kubelet {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
+	if deps.Pods == nil {
+		deps.Pods = podmanager.New()
+	}
 	k := &Kubelet{
 		cfg:       cfg,
 		deps:      deps,
-		pods:      podmanager.New(),
+		pods:      deps.Pods,
 		workQueue: podworkers.NewWorkQueue(deps.Clock),
 		reasons:   status.NewReasonCache(),
 		// CrashLoopBackOff: 10 s doubling to 5 min, as upstream.
@@ -131,6 +155,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 	}
 	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = &housekeeper{k: k}
+	k.deadlines = &activeDeadlines{status: deps.Status, recorder: deps.Recorder, clock: deps.Clock}
 	return k
 }
 
@@ -145,6 +170,12 @@ func (k *Kubelet) Pods() []*v1.Pod { return k.pods.GetPods() }
 // PodByName finds a desired pod.
 func (k *Kubelet) PodByName(namespace, name string) (*v1.Pod, bool) {
 	return k.pods.GetPodByName(namespace, name)
+}
+
+// CouldHaveRunningContainers is false once a pod's containers are known to be stopped for
+// good; the API status syncer holds back a terminal phase until then.
+func (k *Kubelet) CouldHaveRunningContainers(uid types.UID) bool {
+	return k.workers.CouldHaveRunningContainers(uid)
 }
 
 // PodStatus returns the status the kubelet last computed for a pod.

@@ -24,6 +24,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
 		return true, nil
 	}
+	k.syncMirrorPod(ctx, pod)
 	if err := k.deps.Volumes.SetUpPod(pod); err != nil {
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
 		return false, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
@@ -88,7 +89,6 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 		statusFn(&final)
 	}
 	k.deps.Status.SetPodStatus(pod, final)
-	k.deps.Status.TerminatePod(pod)
 	klog.V(2).InfoS("Pod termination finished", "pod", klog.KObj(pod))
 	return nil
 }
@@ -100,18 +100,23 @@ func (k *Kubelet) SyncTerminatingRuntimePod(ctx context.Context, running *contai
 	return k.deps.Runtime.KillPod(ctx, nil, *running, &one)
 }
 
-// SyncTerminatedPod releases what a stopped pod held: its volumes and directory, and its
-// cgroup. Containers are left for the garbage collector (and logs for `logs --previous`).
+// SyncTerminatedPod releases what a stopped pod held: its volumes and directory (once the
+// pod is deleted or no longer desired) and its cgroup, then marks its status final, which
+// lets the API status syncer delete a pod whose deletion was requested. Containers are
+// left for the garbage collector (and logs for `logs --previous`).
 func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus) error {
 	k.deps.Prober.RemovePod(pod)
-	if _, desired := k.pods.GetPodByUID(pod.UID); !desired {
+	current, desired := k.pods.GetPodByUID(pod.UID)
+	if !desired || current.DeletionTimestamp != nil {
 		if err := k.deps.Volumes.CleanupPod(pod.UID); err != nil {
 			return err
 		}
 	}
 	if err := k.deps.Cgroups.Remove(pod.UID); err != nil {
-		klog.V(2).InfoS("Pod cgroup not removed yet", "pod", klog.KObj(pod), "err", err)
+		return fmt.Errorf("removing the cgroup of pod %q: %w", klog.KObj(pod), err)
 	}
+	k.deps.Status.TerminatePod(pod)
+	klog.V(2).InfoS("Pod is terminated and all resources are reclaimed", "pod", klog.KObj(pod))
 	return nil
 }
 
@@ -129,7 +134,8 @@ func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal 
 		BackOffReasons: func(name string) (string, string, bool) {
 			return k.reasons.Get(pod.UID, name)
 		},
-		Now: time.Now,
+		ShouldEvict: k.deadlines.shouldEvict,
+		Now:         time.Now,
 	})
 	// The prober sets ready/started from its workers and triggers the first readiness probe
 	// of a container that has just started, instead of waiting for the worker's next tick.

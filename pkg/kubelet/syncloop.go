@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/pleg"
@@ -130,11 +131,16 @@ func (k *Kubelet) handleProbeSync(u results.Update, probe, word string) {
 	k.handlePodSyncs([]*v1.Pod{pod})
 }
 
-// podsToSync are the pods whose resync time has come.
+// podsToSync are the pods whose resync time has come and those past their active deadline
+// (upstream's getPodsToSync with its PodSyncLoopHandlers).
 func (k *Kubelet) podsToSync() []*v1.Pod {
-	var pods []*v1.Pod
+	due := map[types.UID]bool{}
 	for _, uid := range k.workQueue.GetWork() {
-		if pod, ok := k.pods.GetPodByUID(uid); ok {
+		due[uid] = true
+	}
+	var pods []*v1.Pod
+	for _, pod := range k.pods.GetPods() {
+		if due[pod.UID] || (k.deadlines.pastDeadline(pod) && !k.workers.IsPodTerminationRequested(pod.UID)) {
 			pods = append(pods, pod)
 		}
 	}

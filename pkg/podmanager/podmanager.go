@@ -1,5 +1,6 @@
 // Package podmanager keeps the set of pods nodelet has been told to run (upstream's pod
-// manager), indexed by UID and by full name.
+// manager), indexed by UID and by full name, and the mirror pods the API server holds for
+// static pods, which are never run themselves.
 package podmanager
 
 import (
@@ -10,42 +11,79 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Manager is the desired pods.
+// Annotations that tie a mirror pod to its static pod (upstream's kubetypes keys).
+const (
+	// mirrorAnnotationKey marks a mirror pod; its value is the static pod's hash.
+	mirrorAnnotationKey = "kubernetes.io/config.mirror"
+	// hashAnnotationKey holds the hash a static pod's UID was made from.
+	hashAnnotationKey = "kubernetes.io/config.hash"
+)
+
+// Manager is the desired pods and the mirror pods.
 type Manager struct {
 	mu     sync.RWMutex
 	byUID  map[types.UID]*v1.Pod
 	byName map[string]*v1.Pod
+	// Mirror pods, by their own (API) UID and by full name, which is their static pod's.
+	mirrorByUID  map[types.UID]*v1.Pod
+	mirrorByName map[string]*v1.Pod
 }
 
 // New returns an empty manager.
 func New() *Manager {
-	return &Manager{byUID: map[types.UID]*v1.Pod{}, byName: map[string]*v1.Pod{}}
+	return &Manager{
+		byUID: map[types.UID]*v1.Pod{}, byName: map[string]*v1.Pod{},
+		mirrorByUID: map[types.UID]*v1.Pod{}, mirrorByName: map[string]*v1.Pod{},
+	}
 }
 
 // FullName is "name_namespace", the key upstream uses for pods.
 func FullName(pod *v1.Pod) string { return pod.Name + "_" + pod.Namespace }
 
-// AddPod adds or replaces a pod.
+// IsMirrorPod reports whether the pod is the API server's mirror of a static pod.
+func IsMirrorPod(pod *v1.Pod) bool {
+	_, ok := pod.Annotations[mirrorAnnotationKey]
+	return ok
+}
+
+// IsMirrorPodOf reports whether mirror mirrors static: same name and the static pod's hash.
+func IsMirrorPodOf(mirror, static *v1.Pod) bool {
+	if mirror.Name != static.Name || mirror.Namespace != static.Namespace {
+		return false
+	}
+	hash, ok := mirror.Annotations[mirrorAnnotationKey]
+	return ok && hash == static.Annotations[hashAnnotationKey]
+}
+
+// AddPod adds or replaces a pod, or a mirror pod.
 func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.byName[FullName(pod)]; ok && old.UID != pod.UID {
-		delete(m.byUID, old.UID)
+	byUID, byName := m.byUID, m.byName
+	if IsMirrorPod(pod) {
+		byUID, byName = m.mirrorByUID, m.mirrorByName
 	}
-	m.byUID[pod.UID] = pod
-	m.byName[FullName(pod)] = pod
+	if old, ok := byName[FullName(pod)]; ok && old.UID != pod.UID {
+		delete(byUID, old.UID)
+	}
+	byUID[pod.UID] = pod
+	byName[FullName(pod)] = pod
 }
 
 // UpdatePod is AddPod; kept for readability at call sites.
 func (m *Manager) UpdatePod(pod *v1.Pod) { m.AddPod(pod) }
 
-// RemovePod forgets a pod.
+// RemovePod forgets a pod or a mirror pod.
 func (m *Manager) RemovePod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.byUID, pod.UID)
-	if cur, ok := m.byName[FullName(pod)]; ok && cur.UID == pod.UID {
-		delete(m.byName, FullName(pod))
+	byUID, byName := m.byUID, m.byName
+	if IsMirrorPod(pod) {
+		byUID, byName = m.mirrorByUID, m.mirrorByName
+	}
+	delete(byUID, pod.UID)
+	if cur, ok := byName[FullName(pod)]; ok && cur.UID == pod.UID {
+		delete(byName, FullName(pod))
 	}
 }
 
@@ -65,7 +103,39 @@ func (m *Manager) GetPodByName(namespace, name string) (*v1.Pod, bool) {
 	return p, ok
 }
 
-// GetPods lists the desired pods, oldest first.
+// GetMirrorPodByPod returns the mirror pod with the static pod's full name, if any; it
+// may be outdated (IsMirrorPodOf tells).
+func (m *Manager) GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p, ok := m.mirrorByName[FullName(pod)]
+	return p, ok
+}
+
+// GetPodByMirrorPod returns the static pod a mirror pod stands for.
+func (m *Manager) GetPodByMirrorPod(mirror *v1.Pod) (*v1.Pod, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	p, ok := m.byName[FullName(mirror)]
+	return p, ok
+}
+
+// TranslatePodUID maps a mirror pod's UID to its static pod's UID; any other UID is
+// returned as it is (upstream's TranslatePodUID).
+func (m *Manager) TranslatePodUID(uid types.UID) types.UID {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	mirror, ok := m.mirrorByUID[uid]
+	if !ok {
+		return uid
+	}
+	if static, ok := m.byName[FullName(mirror)]; ok {
+		return static.UID
+	}
+	return uid
+}
+
+// GetPods lists the desired pods, oldest first. Mirror pods are not among them.
 func (m *Manager) GetPods() []*v1.Pod {
 	m.mu.RLock()
 	pods := make([]*v1.Pod, 0, len(m.byUID))
@@ -81,4 +151,19 @@ func (m *Manager) GetPods() []*v1.Pod {
 		return ti.Before(&tj)
 	})
 	return pods
+}
+
+// GetOrphanedMirrorPodNames lists the full names of mirror pods whose static pod is gone,
+// for housekeeping to delete.
+func (m *Manager) GetOrphanedMirrorPodNames() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var names []string
+	for name := range m.mirrorByName {
+		if _, ok := m.byName[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }

@@ -55,10 +55,14 @@ type PodStatusUpdate struct {
 // PodStatusSyncer pushes statuses to the API server (cluster mode); standalone passes nil.
 // It is called from the manager's single sync goroutine with the newest version of each pod
 // whose status changed; an error leaves that version unacknowledged, to be offered again on
-// the next periodic pass. Merging with the API's status, reconciling drift, and deleting
-// finished pods are the syncer's business.
+// the next periodic pass. forget says the pod's status is done with (the pod was deleted
+// from the API server, or replaced by a new pod of the same name). Merging with the API's
+// status and deleting finished pods are the syncer's business (APISyncer).
 type PodStatusSyncer interface {
-	SyncPodStatus(ctx context.Context, update PodStatusUpdate) error
+	SyncPodStatus(ctx context.Context, update PodStatusUpdate) (forget bool, err error)
+	// NeedsReconcile is asked on every periodic pass about acknowledged statuses: true
+	// offers the status again (the API shows something else, or the pod can be deleted).
+	NeedsReconcile(update PodStatusUpdate) bool
 }
 
 // syncPeriod is how often every unacknowledged status is offered to the syncer again.

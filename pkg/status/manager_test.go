@@ -325,7 +325,7 @@ type fakeSyncer struct {
 	synced  chan struct{}
 }
 
-func (f *fakeSyncer) SyncPodStatus(_ context.Context, u PodStatusUpdate) error {
+func (f *fakeSyncer) SyncPodStatus(_ context.Context, u PodStatusUpdate) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, u)
@@ -334,10 +334,12 @@ func (f *fakeSyncer) SyncPodStatus(_ context.Context, u PodStatusUpdate) error {
 	default:
 	}
 	if f.failing {
-		return errors.New("API down")
+		return false, errors.New("API down")
 	}
-	return nil
+	return false, nil
 }
+
+func (f *fakeSyncer) NeedsReconcile(PodStatusUpdate) bool { return false }
 
 func TestSyncerGetsUpdatesAndRetries(t *testing.T) {
 	syncer := &fakeSyncer{failing: true, synced: make(chan struct{}, 10)}

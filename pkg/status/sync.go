@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
 
@@ -34,22 +35,36 @@ func (m *manager) syncLoop(ctx context.Context) {
 	}
 }
 
-// syncBatch offers the syncer every status newer than what it acknowledged, and on a full
-// pass (all) first forgets the acknowledgements of pods no longer cached. Returns how many
-// were offered.
+// syncBatch offers the syncer every status newer than what it acknowledged and, on a full
+// pass (all), also those the syncer wants to reconcile, after forgetting the
+// acknowledgements of pods no longer cached. Returns how many were offered.
 func (m *manager) syncBatch(ctx context.Context, all bool) int {
 	pending := m.unacknowledged(all)
 	for _, u := range pending {
-		if err := m.syncer.SyncPodStatus(ctx, u); err != nil {
+		forget, err := m.syncer.SyncPodStatus(ctx, u)
+		if err != nil {
 			klog.InfoS("Failed to update status for pod", "pod", klog.KRef(u.Namespace, u.Name), "podUID", u.UID, "err", err)
 			continue
 		}
 		m.apiVersions[u.UID] = u.Version
+		if forget {
+			m.forget(u.UID)
+		}
 	}
 	return len(pending)
 }
 
-// unacknowledged copies out, under the lock, the statuses the syncer has not acknowledged.
+// forget drops a pod's status once the API server is done with it (upstream's
+// deletePodStatus).
+func (m *manager) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.statuses, uid)
+	delete(m.apiVersions, uid)
+}
+
+// unacknowledged copies out, under the lock, the statuses the syncer has not acknowledged
+// and, on a full pass, those it asks to reconcile.
 func (m *manager) unacknowledged(all bool) []PodStatusUpdate {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -62,13 +77,15 @@ func (m *manager) unacknowledged(all bool) []PodStatusUpdate {
 	}
 	var out []PodStatusUpdate
 	for uid, s := range m.statuses {
-		if m.apiVersions[uid] >= s.version {
+		u := PodStatusUpdate{
+			UID: uid, Name: s.pod.Name, Namespace: s.pod.Namespace,
+			Version: s.version, PodIsFinished: s.podIsFinished, Status: s.status,
+		}
+		if m.apiVersions[uid] >= s.version && !(all && m.syncer.NeedsReconcile(u)) {
 			continue
 		}
-		out = append(out, PodStatusUpdate{
-			UID: uid, Name: s.pod.Name, Namespace: s.pod.Namespace,
-			Version: s.version, PodIsFinished: s.podIsFinished, Status: *s.status.DeepCopy(),
-		})
+		u.Status = *s.status.DeepCopy()
+		out = append(out, u)
 	}
 	return out
 }

@@ -1,0 +1,193 @@
+package status
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// fakeLookup is the pod manager as the syncer sees it.
+type fakeLookup struct {
+	pods    map[types.UID]*v1.Pod
+	mirrors map[string]*v1.Pod // by pod name
+}
+
+func (f *fakeLookup) GetPodByUID(uid types.UID) (*v1.Pod, bool) { p, ok := f.pods[uid]; return p, ok }
+func (f *fakeLookup) GetMirrorPodByPod(p *v1.Pod) (*v1.Pod, bool) {
+	m, ok := f.mirrors[p.Name]
+	return m, ok
+}
+func (f *fakeLookup) TranslatePodUID(uid types.UID) types.UID {
+	for name, m := range f.mirrors {
+		if m.UID == uid {
+			for _, p := range f.pods {
+				if p.Name == name {
+					return p.UID
+				}
+			}
+		}
+	}
+	return uid
+}
+
+func apiPod(uid string, phase v1.PodPhase, conditions ...v1.PodCondition) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: types.UID(uid)},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app"}}},
+		Status:     v1.PodStatus{Phase: phase, Conditions: conditions},
+	}
+}
+
+func newSyncerFixture(running bool, objs ...runtime.Object) (*APISyncer, *fake.Clientset, *fakeLookup) {
+	client := fake.NewSimpleClientset(objs...)
+	lookup := &fakeLookup{pods: map[types.UID]*v1.Pod{}, mirrors: map[string]*v1.Pod{}}
+	for _, o := range objs {
+		p := o.(*v1.Pod)
+		lookup.pods[p.UID] = p
+	}
+	return NewAPISyncer(client, lookup, func(types.UID) bool { return running }), client, lookup
+}
+
+func actionsOf(client *fake.Clientset, verb string) []k8stesting.Action {
+	var out []k8stesting.Action
+	for _, a := range client.Actions() {
+		if a.GetVerb() == verb {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func update(uid string, phase v1.PodPhase, finished bool, conditions ...v1.PodCondition) PodStatusUpdate {
+	return PodStatusUpdate{UID: types.UID(uid), Name: "web", Namespace: "ns", Version: 1, PodIsFinished: finished,
+		Status: v1.PodStatus{Phase: phase, Conditions: conditions}}
+}
+
+func TestAPISyncerPatchesWithUIDAndKeepsForeignConditions(t *testing.T) {
+	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue}
+	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodPending, gate))
+	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
+		t.Fatal(err)
+	}
+	patches := actionsOf(client, "patch")
+	if len(patches) != 1 {
+		t.Fatalf("%d patches, want 1", len(patches))
+	}
+	p := patches[0].(k8stesting.PatchAction)
+	if p.GetSubresource() != "status" || !strings.Contains(string(p.GetPatch()), `"uid":"u1"`) {
+		t.Errorf("patch %s on %q, want a status patch carrying the UID", p.GetPatch(), p.GetSubresource())
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if got.Status.Phase != v1.PodRunning || findCondition(got.Status.Conditions, "example.com/gate") == nil || findCondition(got.Status.Conditions, v1.PodReady) == nil {
+		t.Errorf("API status after sync: %+v", got.Status)
+	}
+
+	// The same status again is no patch at all.
+	client.ClearActions()
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(client, "patch")); n != 0 {
+		t.Errorf("%d patches for an unchanged status", n)
+	}
+}
+
+func TestAPISyncerHoldsBackTerminalPhaseWhileContainersMayRun(t *testing.T) {
+	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodRunning))
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodFailed, false)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if got.Status.Phase != v1.PodRunning {
+		t.Errorf("phase %s reached the API while containers could still run", got.Status.Phase)
+	}
+}
+
+func TestAPISyncerDeletesFinishedPodWithUIDPrecondition(t *testing.T) {
+	pod := apiPod("u1", v1.PodRunning)
+	now := metav1.NewTime(time.Now())
+	pod.DeletionTimestamp = &now
+	s, client, _ := newSyncerFixture(false, pod)
+
+	// Terminal but not finished yet: patched, not deleted.
+	forget, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodSucceeded, false))
+	if err != nil || forget {
+		t.Fatalf("forget=%v err=%v", forget, err)
+	}
+	if n := len(actionsOf(client, "delete")); n != 0 {
+		t.Fatalf("deleted before the pod finished")
+	}
+	forget, err = s.SyncPodStatus(context.Background(), update("u1", v1.PodSucceeded, true))
+	if err != nil || !forget {
+		t.Fatalf("forget=%v err=%v, want the status forgotten after deletion", forget, err)
+	}
+	deletes := actionsOf(client, "delete")
+	if len(deletes) != 1 {
+		t.Fatalf("%d deletes, want 1", len(deletes))
+	}
+	opts := deletes[0].(k8stesting.DeleteActionImpl).DeleteOptions
+	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != "u1" {
+		t.Errorf("delete options %+v, want grace 0 and UID precondition", opts)
+	}
+}
+
+func TestAPISyncerSkipsRecreatedPod(t *testing.T) {
+	s, client, _ := newSyncerFixture(true, apiPod("new", v1.PodPending))
+	forget, err := s.SyncPodStatus(context.Background(), update("old", v1.PodRunning, false))
+	if err != nil || !forget {
+		t.Fatalf("forget=%v err=%v, want the old pod's status forgotten", forget, err)
+	}
+	if n := len(actionsOf(client, "patch")); n != 0 {
+		t.Errorf("patched a new pod with the old pod's status")
+	}
+}
+
+func TestAPISyncerWritesStaticPodStatusToItsMirror(t *testing.T) {
+	mirror := apiPod("mirror-uid", v1.PodPending)
+	mirror.Annotations = map[string]string{"kubernetes.io/config.mirror": "h"}
+	client := fake.NewSimpleClientset(mirror)
+	static := apiPod("static-uid", "")
+	static.Annotations = map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.hash": "h"}
+	lookup := &fakeLookup{pods: map[types.UID]*v1.Pod{"static-uid": static}, mirrors: map[string]*v1.Pod{"web": mirror}}
+	s := NewAPISyncer(client, lookup, func(types.UID) bool { return true })
+	if _, err := s.SyncPodStatus(context.Background(), update("static-uid", v1.PodRunning, false)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if got.Status.Phase != v1.PodRunning {
+		t.Errorf("mirror phase %q, want the static pod's Running", got.Status.Phase)
+	}
+	if !s.NeedsReconcile(update("static-uid", v1.PodPending, false)) == false {
+		// the mirror in the lookup still shows Pending: equal, nothing to reconcile
+	}
+	if s.NeedsReconcile(update("static-uid", v1.PodPending, false)) {
+		t.Error("reconcile asked although the mirror shows the same status")
+	}
+	if !s.NeedsReconcile(update("static-uid", v1.PodRunning, false)) {
+		t.Error("no reconcile although the mirror shows another phase")
+	}
+}
+
+func TestAPISyncerReconcilesDeletionOfFinishedPod(t *testing.T) {
+	pod := apiPod("u1", v1.PodSucceeded)
+	s, _, lookup := newSyncerFixture(false, pod)
+	if s.NeedsReconcile(update("u1", v1.PodSucceeded, true)) {
+		t.Error("reconcile asked for a finished pod nobody deletes")
+	}
+	now := metav1.NewTime(time.Now())
+	deleting := pod.DeepCopy()
+	deleting.DeletionTimestamp = &now
+	lookup.pods["u1"] = deleting
+	if !s.NeedsReconcile(update("u1", v1.PodSucceeded, true)) {
+		t.Error("a finished pod being deleted is not offered again for deletion")
+	}
+}
