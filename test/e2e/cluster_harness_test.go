@@ -1,0 +1,287 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
+
+	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+)
+
+// clusterNode is a nodelet joined to the project's control plane (hack/controlplane.sh,
+// brought up by `make test-e2e`) under a node name of its own, with its own namespace for
+// the test's API pods, cgroup root and static pod directory.
+type clusterNode struct {
+	*nodelet
+	name       string
+	namespace  string
+	manifests  string
+	kubeconfig string
+	configPath string
+	args       []string
+	admin      kubernetes.Interface
+	rs         internalapi.RuntimeService
+}
+
+// clusterOptions tune a cluster node; the zero value joins with a node client certificate.
+type clusterOptions struct {
+	// bootstrap joins through --bootstrap-kubeconfig (TLS bootstrap) instead.
+	bootstrap bool
+	// config is extra KubeletConfiguration YAML appended to the test's config file.
+	config string
+	// args are extra command-line flags.
+	args []string
+}
+
+// adminClient is a client with the control plane's admin credentials.
+func adminClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		t.Fatal("KUBECONFIG is not set: run `make test-e2e` (it starts the control plane)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// controlPlane runs hack/controlplane.sh with args.
+func controlPlane(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "controlplane.sh"), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/controlplane.sh %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func cpDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("NODELET_CP_DIR"); d != "" {
+		return d
+	}
+	return filepath.Dir(os.Getenv("KUBECONFIG"))
+}
+
+// startClusterNode starts nodelet as a new node of the control plane and removes the node,
+// its namespace and its pods when the test ends.
+func startClusterNode(t *testing.T, o clusterOptions) *clusterNode {
+	t.Helper()
+	id := string(uuid.NewUUID())[:8]
+	c := &clusterNode{name: "e2e-" + id, namespace: "e2e-" + id, manifests: t.TempDir(), admin: adminClient(t)}
+	dir := t.TempDir()
+	c.kubeconfig = filepath.Join(dir, "kubelet.kubeconfig")
+	c.configPath = filepath.Join(dir, "config.yaml")
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: %s
+staticPodPath: %s
+cgroupRoot: /%s
+%s`, t.TempDir(), c.manifests, c.name, o.config)
+	if err := os.WriteFile(c.configPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.args = []string{"--config=" + c.configPath, "--hostname-override=" + c.name, "--kubeconfig=" + c.kubeconfig}
+	if o.bootstrap {
+		c.args = append(c.args, "--bootstrap-kubeconfig="+filepath.Join(cpDir(t), "bootstrap-kubeconfig"), "--cert-dir="+filepath.Join(dir, "pki"))
+	} else {
+		controlPlane(t, "node-kubeconfig", c.name, c.kubeconfig)
+	}
+	c.args = append(c.args, o.args...)
+	c.createNamespace(t)
+	rs, err := cri.NewRemoteRuntimeService(context.Background(), nodeletEndpoint(t), 3*time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rs = rs
+	c.nodelet = startNodelet(t, c.args...)
+	t.Cleanup(func() { c.cleanup(t) })
+	return c
+}
+
+func (c *clusterNode) createNamespace(t *testing.T) {
+	t.Helper()
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}
+	if _, err := c.admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No controller manager race: the default service account may come late, and pods of
+	// these tests do not mount its token.
+}
+
+// restart stops nodelet (SIGKILL when hard) and starts it again with the same arguments.
+func (c *clusterNode) restart(t *testing.T, hard bool) {
+	t.Helper()
+	sig := syscall.SIGTERM
+	if hard {
+		sig = syscall.SIGKILL
+	}
+	c.signal(sig)
+	<-c.done
+	c.nodelet = launchNodelet(t, c.healthzPort, c.rootDir, c.cmd.Args[1:])
+}
+
+// cleanup stops nodelet, then removes the node's pods from containerd and its objects
+// from the API server, so that the next test starts clean.
+func (c *clusterNode) cleanup(t *testing.T) {
+	ctx := context.Background()
+	c.signal(syscall.SIGKILL)
+	<-c.done
+	sandboxes, _ := c.rs.ListPodSandbox(ctx, nil)
+	for _, sb := range sandboxes {
+		if sb.Labels[criconfig.PodNamespaceLabel] == c.namespace || strings.HasSuffix(sb.Labels[criconfig.PodNameLabel], "-"+c.name) {
+			_ = c.rs.StopPodSandbox(ctx, sb.Id)
+			_ = c.rs.RemovePodSandbox(ctx, sb.Id)
+		}
+	}
+	zero := int64(0)
+	_ = c.admin.CoreV1().Namespaces().Delete(ctx, c.namespace, metav1.DeleteOptions{})
+	pods, _ := c.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.name})
+	if pods != nil {
+		for _, p := range pods.Items {
+			_ = c.admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		}
+	}
+	_ = c.admin.CoreV1().Nodes().Delete(ctx, c.name, metav1.DeleteOptions{})
+	_ = c.admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, c.name, metav1.DeleteOptions{})
+}
+
+// eventually polls cond every 50 ms until it holds or d passes; the last error explains a
+// failure.
+func eventually(t *testing.T, d time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last error
+	for time.Since(start) < d {
+		if last = cond(); last == nil {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, d, last)
+	return 0
+}
+
+// node reads this node's Node object.
+func (c *clusterNode) node(t *testing.T) (*v1.Node, error) {
+	t.Helper()
+	return c.admin.CoreV1().Nodes().Get(context.Background(), c.name, metav1.GetOptions{})
+}
+
+// nodeReady is nil once the Node exists with Ready=True.
+func (c *clusterNode) nodeReady(t *testing.T) error {
+	n, err := c.node(t)
+	if err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == v1.NodeReady {
+			if cond.Status == v1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("Ready=%s: %s", cond.Status, cond.Message)
+		}
+	}
+	return fmt.Errorf("no Ready condition yet")
+}
+
+// testPod is a busybox pod pinned to this node (the scheduler only binds it; tests
+// running after each other never see each other's pods).
+func (c *clusterNode) testPod(name string, command ...string) *v1.Pod {
+	if len(command) == 0 {
+		command = []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}
+	}
+	no := false
+	grace := int64(5)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.namespace, Labels: map[string]string{"app": name}},
+		Spec: v1.PodSpec{
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": c.name},
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "main", Image: "docker.io/library/busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent,
+				Command: command,
+			}},
+		},
+	}
+}
+
+// createPod creates pod through the API.
+func (c *clusterNode) createPod(t *testing.T, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	created, err := c.admin.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// getPod reads a pod of the test's namespace.
+func (c *clusterNode) getPod(name string) (*v1.Pod, error) {
+	return c.admin.CoreV1().Pods(c.namespace).Get(context.Background(), name, metav1.GetOptions{})
+}
+
+// podReady is nil once the pod reports Ready=True.
+func (c *clusterNode) podReady(name string) error {
+	p, err := c.getPod(name)
+	if err != nil {
+		return err
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == v1.PodReady && cond.Status == v1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("phase %s, not ready yet", p.Status.Phase)
+}
+
+// podGone is nil once the pod no longer exists in the API.
+func (c *clusterNode) podGone(name string) error {
+	_, err := c.getPod(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("pod %s still exists", name)
+}
+
+// writeManifest writes a static pod manifest with a rename, as tools do.
+func (c *clusterNode) writeManifest(t *testing.T, file, body string) {
+	t.Helper()
+	tmp := filepath.Join(c.manifests, "."+file+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(c.manifests, file)); err != nil {
+		t.Fatal(err)
+	}
+}
