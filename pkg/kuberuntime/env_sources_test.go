@@ -42,7 +42,7 @@ func (s *secretStore) GetConfigMap(_ context.Context, _, name string) (*v1.Confi
 }
 
 func (s *secretStore) ListServices(string) ([]*v1.Service, error) { return nil, nil }
-func (s *secretStore) ServicesSynced() bool                         { return true }
+func (s *secretStore) ServicesSynced() bool                       { return true }
 
 // configRecorder keeps the configs of the containers created.
 type configRecorder struct {
