@@ -1,6 +1,7 @@
 package criconfig
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,13 @@ type ContainerOptions struct {
 	// the container whose PID namespace it joins.
 	TargetContainerID string
 
-	EnableServiceLinks bool // unused: standalone nodelet has no services
+	// EnvSources reads the secrets, config maps and services the environment
+	// refers to; nil in standalone mode (no service links; secret and config
+	// map sources fail with ErrNeedsClusterMode).
+	EnvSources EnvSources
+	// EnableServiceLinks is the pod's spec.enableServiceLinks (default true):
+	// whether the services of its namespace become env vars.
+	EnableServiceLinks bool
 }
 
 func (o ContainerOptions) seccompProfileRoot() string {
@@ -76,8 +83,9 @@ func ContainerLogPath(containerName string, restartCount int) string {
 // (when opts.PodLogsDir is set) and the termination-message file the
 // container writes its last words to; the returned cleanup removes that
 // file, to be called when the container could not be created. cleanup is
-// never nil; on error no file is left behind.
-func GenerateContainerConfig(c *v1.Container, pod *v1.Pod, restartCount int, opts ContainerOptions) (*runtimeapi.ContainerConfig, func(), error) {
+// never nil; on error no file is left behind. ctx bounds the reads of the API
+// objects the environment refers to.
+func GenerateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, restartCount int, opts ContainerOptions) (*runtimeapi.ContainerConfig, func(), error) {
 	noop := func() {}
 	uid, username := opts.ImageUser, opts.ImageUserName
 	if uid == nil && username == "" {
@@ -86,7 +94,7 @@ func GenerateContainerConfig(c *v1.Container, pod *v1.Pod, restartCount int, opt
 	if err := VerifyRunAsNonRoot(pod, c, uid, username); err != nil {
 		return nil, noop, err
 	}
-	envs, err := MakeEnvironmentVariables(pod, c, opts)
+	envs, err := MakeEnvironmentVariables(ctx, pod, c, opts)
 	if err != nil {
 		return nil, noop, err
 	}

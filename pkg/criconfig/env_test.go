@@ -1,6 +1,7 @@
 package criconfig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	goruntime "runtime"
@@ -107,7 +108,7 @@ func TestMakeEnvironmentVariables(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := envPod(tt.env...)
-			envs, err := MakeEnvironmentVariables(pod, &pod.Spec.Containers[0], envOpts)
+			envs, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], envOpts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +149,7 @@ func TestMakeEnvironmentVariablesErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := envPod(tt.env...)
 			pod.Spec.Containers[0].EnvFrom = tt.envFrom
-			_, err := MakeEnvironmentVariables(pod, &pod.Spec.Containers[0], tt.opts)
+			_, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
@@ -165,7 +166,7 @@ func TestOptionalEnvFromIsSkipped(t *testing.T) {
 		{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Optional: ptrTo(true)}},
 		{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "c"}, Optional: ptrTo(true)}},
 	}
-	envs, err := MakeEnvironmentVariables(pod, &pod.Spec.Containers[0], envOpts)
+	envs, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], envOpts)
 	if err != nil || envString(envs) != "A=1" {
 		t.Errorf("got %q, %v; want A=1", envString(envs), err)
 	}
@@ -176,7 +177,7 @@ func TestNodeNameFallsBackToOptions(t *testing.T) {
 	pod.Spec.NodeName = ""
 	opts := envOpts
 	opts.NodeName = "from-options"
-	envs, err := MakeEnvironmentVariables(pod, &pod.Spec.Containers[0], opts)
+	envs, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], opts)
 	if err != nil || envString(envs) != "NODE=from-options" {
 		t.Errorf("got %q, %v; want the options' node name", envString(envs), err)
 	}

@@ -1,6 +1,7 @@
 package criconfig
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strconv"
@@ -230,7 +231,7 @@ func TestContainerConfigSecurityContext(t *testing.T) {
 	opts := containerOpts()
 	opts.PodDir = t.TempDir() + "/pods/u1"
 
-	got, cleanup, err := GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	got, cleanup, err := GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestContainerConfigSecurityContext(t *testing.T) {
 	assertProto(t, got.Linux.SecurityContext, want)
 
 	// The privileged container inherits the pod's user, group and seccomp profile.
-	got, _, err = GenerateContainerConfig(&pod.Spec.Containers[1], pod, 0, opts)
+	got, _, err = GenerateContainerConfig(context.Background(), &pod.Spec.Containers[1], pod, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestContainerConfigSecurityContext(t *testing.T) {
 	// runAsNonRoot with a root image user but no runAsUser anywhere fails.
 	pod.Spec.SecurityContext.RunAsUser = nil
 	opts.ImageUser = ptrTo[int64](0)
-	_, cleanup, err = GenerateContainerConfig(&pod.Spec.Containers[1], pod, 0, opts)
+	_, cleanup, err = GenerateContainerConfig(context.Background(), &pod.Spec.Containers[1], pod, 0, opts)
 	if err == nil || !strings.Contains(err.Error(), "image will run as root") {
 		t.Errorf("error %v, want the runAsNonRoot refusal", err)
 	}
@@ -289,7 +290,7 @@ func TestContainerConfigBusybox(t *testing.T) {
 	opts.PodLogsDir = t.TempDir()
 	opts.Mounts = []*runtimeapi.Mount{{HostPath: "/data", ContainerPath: "/data", Readonly: true}}
 
-	got, cleanup, err := GenerateContainerConfig(c, pod, 3, opts)
+	got, cleanup, err := GenerateContainerConfig(context.Background(), c, pod, 3, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +363,7 @@ func TestContainerConfigImageUser(t *testing.T) {
 	opts := containerOpts()
 	opts.SeccompDefault = true
 	opts.ImageUserName = "nobody"
-	got, _, err := GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	got, _, err := GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestContainerConfigImageUser(t *testing.T) {
 		t.Errorf("mounts %v, want none without a termination message path", got.Mounts)
 	}
 	opts.ImageUser, opts.ImageUserName = ptrTo[int64](65534), ""
-	got, _, _ = GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	got, _, _ = GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if got.Linux.SecurityContext.RunAsUser.GetValue() != 65534 {
 		t.Errorf("user %v, want the image's uid", got.Linux.SecurityContext.RunAsUser)
 	}
@@ -385,7 +386,7 @@ func TestEphemeralContainerTargetsPIDNamespace(t *testing.T) {
 	pod := busyboxPod()
 	opts := containerOpts()
 	opts.TargetContainerID = "abc123"
-	got, _, err := GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	got, _, err := GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestEphemeralContainerTargetsPIDNamespace(t *testing.T) {
 	assertProto(t, got.Linux.SecurityContext.NamespaceOptions, want)
 	// A shared PID namespace is joined as it is.
 	pod.Spec.ShareProcessNamespace = ptrTo(true)
-	got, _, _ = GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	got, _, _ = GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if ns := got.Linux.SecurityContext.NamespaceOptions; ns.Pid != runtimeapi.NamespaceMode_POD || ns.TargetId != "" {
 		t.Errorf("shared PID namespace: %v", ns)
 	}
@@ -454,7 +455,7 @@ func TestResourcesGuaranteedAndBurstable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, _, err := GenerateContainerConfig(&tt.pod.Spec.Containers[0], tt.pod, 0, containerOpts())
+			c, _, err := GenerateContainerConfig(context.Background(), &tt.pod.Spec.Containers[0], tt.pod, 0, containerOpts())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -466,7 +467,7 @@ func TestResourcesGuaranteedAndBurstable(t *testing.T) {
 			assertProto(t, s.Linux.Resources, tt.sandbox)
 			assertProto(t, s.Linux.Overhead, tt.overhead)
 			if tt.sideContainer != nil {
-				c, _, _ := GenerateContainerConfig(&tt.pod.Spec.Containers[1], tt.pod, 0, containerOpts())
+				c, _, _ := GenerateContainerConfig(context.Background(), &tt.pod.Spec.Containers[1], tt.pod, 0, containerOpts())
 				assertProto(t, c.Linux.Resources, tt.sideContainer)
 			}
 		})
@@ -478,14 +479,14 @@ func TestResourcesWithoutCFSQuota(t *testing.T) {
 	pod.Spec.Containers[0].Resources = resources(nil, map[v1.ResourceName]string{v1.ResourceCPU: "2"})
 	opts := containerOpts()
 	opts.CPUCFSQuota = false
-	c, _, err := GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	c, _, err := GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No request: shares follow the limit. No quota, no period.
 	assertProto(t, c.Linux.Resources, &runtimeapi.LinuxContainerResources{CpuShares: 2048, OomScoreAdj: 999})
 	opts.CPUCFSQuota, opts.CPUCFSQuotaPeriod = true, 50*time.Millisecond
-	c, _, _ = GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	c, _, _ = GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	assertProto(t, c.Linux.Resources, &runtimeapi.LinuxContainerResources{CpuShares: 2048, CpuPeriod: 50000, CpuQuota: 100000, OomScoreAdj: 999})
 }
 
@@ -501,7 +502,7 @@ func TestContainerConfigEnvExpansion(t *testing.T) {
 		{Name: "APP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
 		{Name: "GREETING", Value: "hello $(POD_NAME)"},
 	}
-	got, _, err := GenerateContainerConfig(c, pod, 0, containerOpts())
+	got, _, err := GenerateContainerConfig(context.Background(), c, pod, 0, containerOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +525,7 @@ func TestContainerConfigEnvError(t *testing.T) {
 		LocalObjectReference: v1.LocalObjectReference{Name: "s"}, Key: "k"}}}}
 	opts := containerOpts()
 	opts.PodDir = t.TempDir()
-	_, cleanup, err := GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, opts)
+	_, cleanup, err := GenerateContainerConfig(context.Background(), &pod.Spec.Containers[0], pod, 0, opts)
 	if !errors.Is(err, ErrNeedsClusterMode) {
 		t.Fatalf("error %v, want ErrNeedsClusterMode", err)
 	}

@@ -75,6 +75,9 @@ type Options struct {
 	Volumes VolumeManager
 	// DNS may be nil (sandboxes then get no DNS config).
 	DNS criconfig.DNSConfigurer
+	// EnvSources reads the secrets, config maps and services of container environments
+	// (cluster mode); nil in standalone mode, see criconfig.ContainerOptions.
+	EnvSources criconfig.EnvSources
 	// PodState may be nil: every pod then counts as existing, so GC removes nothing that
 	// belongs to a live pod beyond the count limits of the policy.
 	PodState PodStateProvider

@@ -84,7 +84,7 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	if len(s.podIPs) > 0 {
 		podIP = s.podIPs[0]
 	}
-	config, cleanup, err := criconfig.GenerateContainerConfig(c, pod, restartCount, criconfig.ContainerOptions{
+	config, cleanup, err := criconfig.GenerateContainerConfig(ctx, c, pod, restartCount, criconfig.ContainerOptions{
 		PodIP:              podIP,
 		PodIPs:             s.podIPs,
 		HostIPs:            m.opts.NodeIPs,
@@ -102,6 +102,7 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		SeccompProfileRoot: m.seccompProfileRoot(),
 		TargetContainerID:  target,
 		EnableServiceLinks: pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks,
+		EnvSources:         m.opts.EnvSources,
 	})
 	if err != nil {
 		return nil, nil, grpcMessage(err), err

@@ -151,7 +151,7 @@ func criconfigStart(t *testing.T, pod *v1.Pod) *criconfigRun {
 	}
 
 	var cleanup func()
-	r.container, cleanup, err = criconfig.GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, criconfig.ContainerOptions{
+	r.container, cleanup, err = criconfig.GenerateContainerConfig(ctx, &pod.Spec.Containers[0], pod, 0, criconfig.ContainerOptions{
 		PodIP: r.podIP, PodIPs: []string{r.podIP}, HostIPs: []string{"127.0.0.1"}, NodeName: "e2e-node",
 		ImageRef: image.GetImage().GetId(), ImageUser: criconfigImageUser(image.GetImage()), ImageUserName: image.GetImage().GetUsername(),
 		PodDir: podDir, PodLogsDir: logsDir, CPUCFSQuota: true, MachineMemory: 1 << 30,

@@ -222,7 +222,7 @@ func (b *bench) rawPod(ctx context.Context, i int) (time.Duration, string, error
 	if err != nil {
 		return 0, "", err
 	}
-	cc, _, err := criconfig.GenerateContainerConfig(&pod.Spec.Containers[0], pod, 0, criconfig.ContainerOptions{
+	cc, _, err := criconfig.GenerateContainerConfig(ctx, &pod.Spec.Containers[0], pod, 0, criconfig.ContainerOptions{
 		ImageRef: image, PodDir: filepath.Join(b.rootDir, "pods", string(pod.UID)), PodLogsDir: b.logsDir, CPUCFSQuota: true})
 	if err != nil {
 		return 0, "", err

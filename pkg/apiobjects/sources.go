@@ -1,0 +1,119 @@
+// Package apiobjects reads, in cluster mode, the API objects that containers'
+// environments refer to: secrets and config maps through a short-lived cache
+// of GETs, and services through an informer over all namespaces (upstream's
+// secret and configmap managers and the kubelet's service lister). Its Sources
+// implements criconfig.EnvSources.
+package apiobjects
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// DefaultTTL is how long a secret or config map read is reused. Upstream's
+// caching managers keep objects for a minute, or the node's
+// node.alpha.kubernetes.io/ttl (0 in clusters under 100 nodes); env vars are
+// read only when a container starts, so a short TTL costs little and keeps a
+// changed secret from being missed for long.
+const DefaultTTL = 5 * time.Second
+
+// Options tunes Sources; the zero value is upstream-like.
+type Options struct {
+	// TTL is how long a secret or config map is reused before it is read
+	// again; 0 means DefaultTTL.
+	TTL time.Duration
+	// Clock drives the TTL; nil means the real clock.
+	Clock clock.Clock
+}
+
+// Sources reads secrets, config maps and services for container environments.
+type Sources struct {
+	secrets    *ttlCache[*v1.Secret]
+	configMaps *ttlCache[*v1.ConfigMap]
+	services   cache.SharedIndexInformer
+}
+
+// New builds Sources over client. Services are listed only once Start has run.
+func New(client kubernetes.Interface, opts Options) *Sources {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	getSecret := func(ctx context.Context, ns, name string, o metav1.GetOptions) (*v1.Secret, error) {
+		return client.CoreV1().Secrets(ns).Get(ctx, name, o)
+	}
+	getConfigMap := func(ctx context.Context, ns, name string, o metav1.GetOptions) (*v1.ConfigMap, error) {
+		return client.CoreV1().ConfigMaps(ns).Get(ctx, name, o)
+	}
+	return &Sources{
+		secrets:    newTTLCache(getSecret, v1.Resource("secret"), opts.TTL, opts.Clock),
+		configMaps: newTTLCache(getConfigMap, v1.Resource("configmap"), opts.TTL, opts.Clock),
+		services:   newServiceInformer(client),
+	}
+}
+
+// newServiceInformer watches the services of all namespaces, except headless
+// ones: they make no env vars (upstream skips them too, issue 122394).
+func newServiceInformer(client kubernetes.Interface) cache.SharedIndexInformer {
+	notHeadless := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
+	}
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	return coreinformers.NewFilteredServiceInformer(client, metav1.NamespaceAll, 0, indexers, notHeadless)
+}
+
+// Start runs the service informer until ctx ends; it returns at once.
+func (s *Sources) Start(ctx context.Context) {
+	go s.services.RunWithContext(ctx)
+}
+
+// GetSecret returns the secret, reusing a read younger than the TTL. A missing
+// secret is a NotFound error worded as upstream's: `secret "name" not found`.
+func (s *Sources) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return s.secrets.Get(ctx, namespace, name)
+}
+
+// GetConfigMap is GetSecret for config maps (`configmap "name" not found`).
+func (s *Sources) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return s.configMaps.Get(ctx, namespace, name)
+}
+
+// ListServices returns the services of namespace the informer holds.
+func (s *Sources) ListServices(namespace string) ([]*v1.Service, error) {
+	objs, err := s.services.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.Service, 0, len(objs))
+	for _, o := range objs {
+		svc, ok := o.(*v1.Service)
+		if !ok {
+			return nil, fmt.Errorf("unexpected object %T in the service informer", o)
+		}
+		out = append(out, svc)
+	}
+	return out, nil
+}
+
+// ServicesSynced reports whether the informer has listed services once.
+func (s *Sources) ServicesSynced() bool {
+	return s.services.HasSynced()
+}
+
+// WaitForServices waits until services are listed once or ctx ends, and
+// reports which. Upstream does not wait (pods from the API server fail to
+// start until then and are retried); a caller may wait briefly at start-up.
+func (s *Sources) WaitForServices(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced)
+}
