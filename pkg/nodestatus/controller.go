@@ -64,15 +64,18 @@ type Controller struct {
 	lastInitial *v1.Node
 	initialAt   time.Time
 
+	// registered is cleared when the Node is found deleted; resync then asks the
+	// status loop to register it again at once.
+	registered atomic.Bool
+	resync     chan struct{}
+
 	// syncMu serialises status syncs and the fast start-up updates (upstream's
 	// syncNodeStatusMux); the fields below it are only used with it held.
 	syncMu           sync.Mutex
 	lastStatusReport time.Time
 	delayAfterChange time.Duration
 	podCIDR          string
-	registered       atomic.Bool
-	// resync asks the status loop to sync now (the node was deleted).
-	resync chan struct{}
+	watchMayBeStale  bool
 }
 
 // New builds the controller. Nothing talks to the API server until Run.

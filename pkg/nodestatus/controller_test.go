@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -383,5 +385,63 @@ func TestRegistrationBacksOffDuringOutage(t *testing.T) {
 	}
 	if n := lines.Load(); n > 30 {
 		t.Errorf("%d log lines during a 3s outage", n)
+	}
+}
+
+func TestStatusAfterOutageReadsTheServer(t *testing.T) {
+	cs := newFakeClient()
+	env := newTestController(t, testOptions(), Deps{Client: cs})
+	ctx := context.Background()
+	initial, _ := env.c.InitialNode(ctx)
+	if err := env.c.tryRegister(ctx, initial); err != nil {
+		t.Fatal(err)
+	}
+	// A watch that stopped while the API server was away still holds the Ready node.
+	stale, _ := getNode(cs)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = indexer.Add(stale)
+	lister := corelisters.NewNodeLister(indexer)
+	env.c.nodeLister.Store(&lister)
+	if err := env.c.updateNodeStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var down atomic.Bool
+	down.Store(true)
+	cs.PrependReactor("*", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	// The periodic report falls due during the outage, so the update is attempted.
+	env.clock.Step(8 * time.Minute)
+	if err := env.c.updateNodeStatus(ctx); err == nil {
+		t.Fatal("update succeeded during the outage")
+	}
+	// Meanwhile the node controller marked the node Unknown.
+	down.Store(false)
+	n, _ := getNode(cs)
+	condition(n, v1.NodeReady).Status = v1.ConditionUnknown
+	condition(n, v1.NodeReady).Reason = "NodeStatusUnknown"
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.Step(10 * time.Second)
+	if err := env.c.updateNodeStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, _ = getNode(cs)
+	if !isReady(n) {
+		t.Errorf("Ready after the outage = %+v, want True at the first sync", condition(n, v1.NodeReady))
+	}
+}
+
+func TestJoinRuntime(t *testing.T) {
+	health, info := &fakeRuntime{networkErr: errors.New("no cni")}, &fakeRuntime{version: "2.0.0"}
+	rt := JoinRuntime(health, info)
+	v, _ := rt.Version(context.Background())
+	if rt.NetworkErr() == nil || v != "2.0.0" {
+		t.Errorf("joined runtime: network %v, version %q", rt.NetworkErr(), v)
 	}
 }

@@ -131,18 +131,34 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Runtime is what node status needs from the container runtime. *kubelet.RuntimeState
-// answers RuntimeErr and NetworkErr, *kuberuntime.Manager the rest.
-type Runtime interface {
-	// RuntimeErr and NetworkErr are nil while the runtime reports itself ready; their
-	// text becomes the Ready condition's message otherwise.
+// RuntimeHealth is the runtime's readiness (*kubelet.RuntimeState): nil while the
+// runtime and its network report ready; their text becomes Ready's message otherwise.
+type RuntimeHealth interface {
 	RuntimeErr() error
 	NetworkErr() error
+}
+
+// RuntimeInfo is what node status asks the runtime manager (*kuberuntime.Manager).
+type RuntimeInfo interface {
 	// Type is the runtime's name, e.g. "containerd".
 	Type() string
 	// Version is the runtime's own version, e.g. "1.7.24".
 	Version(ctx context.Context) (string, error)
 	ListImages(ctx context.Context) ([]container.Image, error)
+}
+
+// Runtime is everything node status needs from the container runtime.
+type Runtime interface {
+	RuntimeHealth
+	RuntimeInfo
+}
+
+// JoinRuntime makes one Runtime of the runtime's health and its manager.
+func JoinRuntime(health RuntimeHealth, info RuntimeInfo) Runtime {
+	return struct {
+		RuntimeHealth
+		RuntimeInfo
+	}{health, info}
 }
 
 // CRIStatus is the CRI runtime service's Status call (internalapi.RuntimeService

@@ -65,13 +65,18 @@ func (c *Controller) syncNodeStatus(ctx context.Context) {
 }
 
 // updateNodeStatus tries nodeStatusUpdateRetry times; the first try reads the Node from
-// the watch, the others from the API server.
+// the watch (unless the last sync failed), the others from the API server.
 func (c *Controller) updateNodeStatus(ctx context.Context) error {
 	var err error
 	for try := range nodeStatusUpdateRetry {
 		if err = c.tryUpdateNodeStatus(ctx, try); err == nil {
+			c.watchMayBeStale = false
 			return nil
 		}
+		// After a failure (an API outage) the watch may lag behind what others wrote
+		// meanwhile, such as the node controller's Ready=Unknown; read the server's copy
+		// first until an update succeeds, so recovery is reported at the next sync.
+		c.watchMayBeStale = true
 		if errors.Is(err, errNodeGone) {
 			return err
 		}
@@ -86,7 +91,7 @@ func (c *Controller) updateNodeStatus(ctx context.Context) error {
 func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	var original *v1.Node
 	var err error
-	if try == 0 {
+	if try == 0 && !c.watchMayBeStale {
 		original, err = c.watchedNode()
 	} else {
 		original, err = c.heartbeat.CoreV1().Nodes().Get(ctx, c.opts.NodeName, metav1.GetOptions{})
