@@ -262,15 +262,15 @@ openssl_conf() {
 		'subjectKeyIdentifier = hash'
 }
 
-# sign CA_DIR OUT_DIR NAME SUBJECT EXTENSIONS...: a new key OUT_DIR/NAME.key and a
-# certificate OUT_DIR/NAME.crt for SUBJECT signed by CA_DIR/ca.{crt,key}.
+# sign CA OUT_DIR NAME SUBJECT EXTENSIONS...: a new key OUT_DIR/NAME.key and a
+# certificate OUT_DIR/NAME.crt for SUBJECT signed by CA.crt with CA.key.
 sign() {
 	local ca=$1 out=$2 name=$3 subj=$4 err
 	shift 4
 	new_key "$out/$name.key"
 	openssl req -new -config <(openssl_conf) -key "$out/$name.key" -subj "$subj" -out "$out/$name.csr"
 	# openssl reports "Certificate request self-signature ok" on stderr: keep only failures.
-	if ! err=$(openssl x509 -req -in "$out/$name.csr" -CA "$ca/ca.crt" -CAkey "$ca/ca.key" \
+	if ! err=$(openssl x509 -req -in "$out/$name.csr" -CA "$ca.crt" -CAkey "$ca.key" \
 		-set_serial "0x$(openssl rand -hex 16)" -days "$CERT_DAYS" -sha256 -out "$out/$name.crt" \
 		-extfile <(printf '%s\n' 'basicConstraints = critical,CA:FALSE' \
 			'keyUsage = critical,digitalSignature,keyEncipherment' \
@@ -280,28 +280,46 @@ sign() {
 	rm -f "$out/$name.csr"
 }
 
-# client_cert CA_DIR OUT_DIR NAME SUBJECT
+# client_cert CA OUT_DIR NAME SUBJECT
 client_cert() { sign "$1" "$2" "$3" "$4" 'extendedKeyUsage = clientAuth'; }
+
+# new_ca PREFIX CN: a self-signed CA, PREFIX.key and PREFIX.crt.
+new_ca() {
+	new_key "$1.key"
+	openssl req -x509 -new -config <(openssl_conf) -key "$1.key" -sha256 -days "$CERT_DAYS" \
+		-subj "/CN=$2" -out "$1.crt"
+}
 
 # gen_pki DIR: everything the components need, kubeadm's layout and subjects.
 gen_pki() {
 	local d=$1
-	new_key "$d/ca.key"
-	openssl req -x509 -new -config <(openssl_conf) -key "$d/ca.key" -sha256 -days "$CERT_DAYS" \
-		-subj "/CN=nodelet-cp-ca" -out "$d/ca.crt"
-	sign "$d" "$d" apiserver "/CN=kube-apiserver" 'extendedKeyUsage = serverAuth' \
+	new_ca "$d/ca" nodelet-cp-ca
+	sign "$d/ca" "$d" apiserver "/CN=kube-apiserver" 'extendedKeyUsage = serverAuth' \
 		"subjectAltName = IP:$HOST,IP:::1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-	client_cert "$d" "$d" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
-	client_cert "$d" "$d" admin "/O=system:masters/CN=kubernetes-admin"
-	client_cert "$d" "$d" controller-manager "/CN=system:kube-controller-manager"
-	client_cert "$d" "$d" scheduler "/CN=system:kube-scheduler"
+	client_cert "$d/ca" "$d" apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+	client_cert "$d/ca" "$d" admin "/O=system:masters/CN=kubernetes-admin"
+	client_cert "$d/ca" "$d" controller-manager "/CN=system:kube-controller-manager"
+	client_cert "$d/ca" "$d" scheduler "/CN=system:kube-scheduler"
 	new_key "$d/sa.key"
 	openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
+	gen_front_proxy "$d"
+}
+
+# gen_front_proxy DIR: the request-header CA and the API server's proxy client
+# certificate. Without them the API server publishes no requestheader CA and the
+# controller manager and scheduler keep logging "missing content for CA bundle".
+gen_front_proxy() {
+	new_ca "$1/front-proxy-ca" front-proxy-ca
+	client_cert "$1/front-proxy-ca" "$1" front-proxy-client /CN=front-proxy-client
 }
 
 ensure_pki() {
-	[ -f "$PKI/.complete" ] && return 0
 	local tmp=$STATE/.pki.tmp
+	if [ -f "$PKI/.complete" ]; then
+		# State from before the front proxy was added: add it, keep everything else.
+		[ -f "$PKI/front-proxy-client.crt" ] || gen_front_proxy "$PKI"
+		return 0
+	fi
 	log "generating the PKI in $PKI"
 	rm -rf "$tmp" "$PKI"
 	mkdir -m 700 "$tmp"
@@ -401,7 +419,13 @@ args_of() {
 			--enable-bootstrap-token-auth=true --allow-privileged=true
 			--service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none
 			--service-account-issuer="$SA_ISSUER" --service-account-key-file="$PKI/sa.pub"
-			--service-account-signing-key-file="$PKI/sa.key")
+			--service-account-signing-key-file="$PKI/sa.key"
+			--requestheader-client-ca-file="$PKI/front-proxy-ca.crt"
+			--requestheader-allowed-names=front-proxy-client
+			--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
+			--requestheader-extra-headers-prefix=X-Remote-Extra-
+			--proxy-client-cert-file="$PKI/front-proxy-client.crt"
+			--proxy-client-key-file="$PKI/front-proxy-client.key")
 		;;
 	kube-controller-manager)
 		ARGV=("$(bin_of kube-controller-manager)" --bind-address="$HOST" --secure-port="$CM_PORT"
@@ -773,7 +797,7 @@ cmd_node_kubeconfig() {
 	tmp=$(mktemp -d)
 	# shellcheck disable=SC2064 # expand now: tmp is local
 	trap "rm -rf '$tmp'" EXIT
-	client_cert "$PKI" "$tmp" node "/O=system:nodes/CN=system:node:$node"
+	client_cert "$PKI/ca" "$tmp" node "/O=system:nodes/CN=system:node:$node"
 	mkdir -p "$(dirname "$path")"
 	kubeconfig "system:node:$node" "$PKI/ca.crt" "$tmp/node.crt" "$tmp/node.key" | write_if_changed "$path" || true
 }
