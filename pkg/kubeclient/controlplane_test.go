@@ -122,8 +122,9 @@ func TestControlPlaneWrongCAAndToken(t *testing.T) {
 }
 
 // TestControlPlaneRotation needs a control plane started with a short
-// NODELET_CP_SIGNING_DURATION (a few minutes); with long-lived certificates it
-// only checks the background bootstrap.
+// NODELET_CP_SIGNING_DURATION (e.g. 10m; the signer backdates by 5m, so a 10m
+// certificate renews 5.5–8.5 minutes after issue) and -timeout 20m; with
+// long-lived certificates it only checks the background bootstrap.
 func TestControlPlaneRotation(t *testing.T) {
 	o := cpOptions(t, controlPlaneBootstrap(t))
 	o.RotateCertificates = true
@@ -155,4 +156,60 @@ func TestControlPlaneRotation(t *testing.T) {
 	}
 	t.Logf("renewed: new expiry %v; %d pairs in the cert dir", second, len(checkCertDir(t, o.CertDir)))
 	checkNodeIdentity(t, c, o.NodeName)
+}
+
+// TestControlPlaneRenewalWithNodeCredentials exercises a renewal through the real
+// CSR API even when certificates are long-lived: a kubeconfig with an inline
+// certificate (kubeadm's hand-over) is rotated at once, with the node's own
+// credentials, and the controller manager approves it as a self-node renewal.
+func TestControlPlaneRenewalWithNodeCredentials(t *testing.T) {
+	bootstrap := controlPlaneBootstrap(t)
+	first := cpOptions(t, bootstrap)
+	if _, err := Build(testContext(t, time.Minute), first); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	pair, err := os.ReadFile(filepath.Join(first.CertDir, "kubelet-client-current.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstSerial := currentSerial(t, first.CertDir)
+
+	cfg, err := clientcmd.LoadFromFile(first.KubeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.ClientCertificate, auth.ClientKey = "", ""
+		auth.ClientCertificateData, auth.ClientKeyData = pair, pair
+	}
+	o := cpOptions(t, "")
+	o.NodeName, o.RotateCertificates = first.NodeName, true
+	if err := clientcmd.WriteToFile(*cfg, o.KubeConfig); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(testContext(t, time.Minute), o)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	defer c.Stop()
+	deadline := time.Now().Add(time.Minute)
+	for currentSerial(t, o.CertDir) == firstSerial {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewed certificate within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkNodeIdentity(t, c, o.NodeName)
+	csrs, err := c.Kube.CertificatesV1().CertificateSigningRequests().List(testContext(t, 10*time.Second), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list CSRs as the node: %s", c.Describe(err))
+	}
+	for _, csr := range csrs.Items {
+		if csr.Spec.Username == "system:node:"+o.NodeName {
+			t.Logf("renewal CSR %s by %s, signer %s, usages %v, conditions %v", csr.Name, csr.Spec.Username,
+				csr.Spec.SignerName, csr.Spec.Usages, csr.Status.Conditions[0].Reason)
+			return
+		}
+	}
+	t.Errorf("no CSR sent by system:node:%s", o.NodeName)
 }

@@ -74,6 +74,15 @@ func (m *certManager) loadInitialCert(logger klog.Logger, inlineCert, inlineKey 
 	if len(inlineCert) == 0 || len(inlineKey) == 0 {
 		return nil, true, nil
 	}
+	// The store keeps the first PEM block of the key data; key data that also
+	// holds the certificate (a pair file pasted inline) needs the key picked out.
+	key, err := keyutil.ParsePrivateKeyPEM(inlineKey)
+	if err != nil {
+		return nil, false, fmt.Errorf("the kubeconfig's client key: %w", err)
+	}
+	if inlineKey, err = keyutil.MarshalPrivateKeyToPEM(key); err != nil {
+		return nil, false, err
+	}
 	stored, err := m.store.Update(inlineCert, inlineKey)
 	if err != nil {
 		return nil, false, fmt.Errorf("storing the kubeconfig's client certificate: %w", err)
@@ -207,7 +216,8 @@ func (m *certManager) renew(ctx context.Context) {
 // pair and switches to it.
 func (m *certManager) renewOnce(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	client, kubeconfig, server, err := m.csrClient(m.Current() != nil)
+	had := m.Current() != nil
+	client, kubeconfig, server, err := m.csrClient(had)
 	if err != nil {
 		return err
 	}
@@ -225,7 +235,11 @@ func (m *certManager) renewOnce(ctx context.Context) error {
 		return fmt.Errorf("storing the new client certificate: %w", err)
 	}
 	m.setResult(cert, nil)
-	logger.Info("Client certificate rotated", "notAfter", cert.Leaf.NotAfter, "path", m.store.CurrentPath())
+	msg := "Client certificate issued"
+	if had {
+		msg = "Client certificate rotated"
+	}
+	logger.Info(msg, "notAfter", cert.Leaf.NotAfter, "path", m.store.CurrentPath())
 	if m.onRotate != nil {
 		m.onRotate()
 	}

@@ -146,7 +146,10 @@ func TestRotationReplacesKubeconfigCert(t *testing.T) {
 	o := testOptions(t, f)
 	o.BootstrapKubeconfig = ""
 	o.RotateCertificates = true
-	writeCertKubeconfig(t, f, o, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	// The key data is a whole pair file (certificate, then key), which works in a
+	// kubeconfig and must work for the store too.
+	certPEM, keyPEM := f.clusterCA.clientPair(t, "system:node:node-a", time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	f.kubeconfigFile(t, o.KubeConfig, f.serverCA.pem, "", certPEM, append(append([]byte{}, certPEM...), keyPEM...))
 	c, err := Build(testContext(t, 10*time.Second), o)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
