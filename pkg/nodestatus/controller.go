@@ -223,6 +223,21 @@ func (c *Controller) Run(ctx context.Context) {
 	c.startWatch(ctx)
 	go c.statusLoop(ctx)
 	go c.fastStatusUpdateOnce(ctx)
-	go c.newLeaseController(ctx).Run(ctx)
+	go c.runLease(ctx)
 	<-ctx.Done()
+}
+
+// runLease starts the lease controller once the Node is known: the lease is owned by the
+// Node, and a lease controller that cannot set its owner skips creating the lease until its
+// next renewal, a quarter of the lease duration later (upstream's kubelet shows its lease
+// that late on a first start; nodelet creates it right after registration).
+func (c *Controller) runLease(ctx context.Context) {
+	for !c.NodeSynced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(leaseStartPoll):
+		}
+	}
+	c.newLeaseController(ctx).Run(ctx)
 }

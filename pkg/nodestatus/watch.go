@@ -47,6 +47,9 @@ func (c *Controller) NodeSynced() bool {
 	return err == nil
 }
 
+// leaseStartPoll is how often runLease checks whether the Node is known yet.
+const leaseStartPoll = 20 * time.Millisecond
+
 // newLeaseController renews the Lease named after the node in kube-node-lease every
 // quarter of its duration, owned by the Node.
 func (c *Controller) newLeaseController(ctx context.Context) lease.Controller {

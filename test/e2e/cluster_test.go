@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,10 +28,12 @@ func TestClusterNodeReadyWithLeaseAndTrueStatus(t *testing.T) {
 	if readyAfter > 2*time.Second {
 		t.Errorf("node Ready after %v, want within 2s", readyAfter)
 	}
-	lease, err := c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), c.name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("lease: %v", err)
-	}
+	var lease *coordinationv1.Lease
+	leaseAfter := eventually(t, 2*time.Second, "node lease", func() (err error) {
+		lease, err = c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), c.name, metav1.GetOptions{})
+		return err
+	})
+	t.Logf("lease %v after Ready", leaseAfter)
 	node, _ := c.node(t)
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != c.name || len(lease.OwnerReferences) != 1 ||
 		lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].UID != node.UID {
