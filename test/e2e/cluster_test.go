@@ -589,4 +589,3 @@ func nodeCondition(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
 	}
 	return v1.NodeCondition{}
 }
-
