@@ -206,6 +206,24 @@ func TestClusterDeletePodRunsPreStopThenRemovesTheObject(t *testing.T) {
 	}
 }
 
+func TestClusterForceDeletionStopsThePod(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.testPod("forced"))
+	eventually(t, 20*time.Second, "pod Ready", func() error { return c.podReady("forced") })
+	zero := int64(0)
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "forced", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 20*time.Second, "containers of the force-deleted pod stopped", func() error {
+		if n := c.runningContainers(t, "forced"); n != 0 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	t.Logf("force-deleted pod stopped in %v", took)
+}
+
 // runningContainers counts the running containers of a pod of this node in containerd.
 func (c *clusterNode) runningContainers(t *testing.T, pod string) int {
 	t.Helper()
@@ -419,34 +437,72 @@ func TestClusterContainerEventsReachTheAPI(t *testing.T) {
 	})
 }
 
-func TestClusterEnvFromSecretWaitsForTheSecret(t *testing.T) {
+func TestClusterEnvFromSecretWaitsForTheKey(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: c.namespace}, StringData: map[string]string{"user": "admin"}}
+	if _, err := c.admin.CoreV1().Secrets(c.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: c.namespace}, Data: map[string]string{"MODE": "fast"}}
+	if _, err := c.admin.CoreV1().ConfigMaps(c.namespace).Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pod := c.testPod("env")
 	pod.Spec.Containers[0].Env = []v1.EnvVar{
 		{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
 			LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
 		{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		{Name: "OPTIONAL", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "absent"}, Key: "x", Optional: ptr.To(true)}}},
 	}
+	pod.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{{Prefix: "CFG_", ConfigMapRef: &v1.ConfigMapEnvSource{
+		LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}}
 	c.createPod(t, pod)
-	eventually(t, 20*time.Second, "CreateContainerConfigError naming the secret", func() error {
+	eventually(t, 20*time.Second, "CreateContainerConfigError naming the missing key", func() error {
 		p, err := c.getPod("env")
 		if err != nil {
 			return err
 		}
 		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "creds") {
+			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" &&
+				strings.Contains(w.Message, "couldn't find key password in Secret "+c.namespace+"/creds") {
 				return nil
 			}
 		}
 		return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
 	})
-	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: c.namespace}, StringData: map[string]string{"password": "s3cret"}}
-	if _, err := c.admin.CoreV1().Secrets(c.namespace).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+	secret.StringData["password"] = "s3cret"
+	if _, err := c.admin.CoreV1().Secrets(c.namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, 60*time.Second, "pod Running once the secret exists", func() error { return c.podReady("env") })
-	t.Logf("running %v after the secret was created", took)
+	took := eventually(t, 60*time.Second, "pod Running once the key exists", func() error { return c.podReady("env") })
+	t.Logf("running %v after the key was added", took)
+	env := c.execIn(t, "env", "env")
+	for _, want := range []string{"PASSWORD=s3cret", "NODE=" + c.name, "CFG_MODE=fast", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("container environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "OPTIONAL=") {
+		t.Errorf("an optional variable from a missing config map was set:\n%s", env)
+	}
+}
+
+// execIn runs a command in a pod's first running container through the CRI (the kubelet
+// API on 10250 is not there yet) and returns its output.
+func (c *clusterNode) execIn(t *testing.T, pod string, cmd ...string) string {
+	t.Helper()
+	ids := c.containerIDs(t, pod)
+	if len(ids) == 0 {
+		t.Fatalf("no running container in pod %s", pod)
+	}
+	stdout, stderr, err := c.rs.ExecSync(context.Background(), ids[0], cmd, 10*time.Second)
+	if err != nil {
+		t.Fatalf("exec %v: %v\n%s", cmd, err, stderr)
+	}
+	return string(stdout)
 }
 
 func TestClusterNodeReRegistersWhenDeleted(t *testing.T) {
