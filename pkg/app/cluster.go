@@ -23,6 +23,9 @@ import (
 	"github.com/nodelet/nodelet/pkg/status"
 )
 
+// firstProbeTimeout bounds the start-up look at the API server.
+const firstProbeTimeout = 2 * time.Second
+
 // cluster is what a node joined to an API server adds to the pod loop (cluster mode):
 // the clients, the secrets/config maps/services pods refer to, and the API event recorder.
 // Standalone nodelet has none (a nil *cluster).
@@ -58,6 +61,16 @@ func connectCluster(ctx context.Context, opts *config.Options, nodeName string, 
 		return nil, fmt.Errorf("%s", kubeclient.Describe(err))
 	}
 	klog.InfoS("Connecting to the API server", "server", clients.Server(), "kubeconfig", clients.Kubeconfig())
+	// One look before anything starts, so that a kubeconfig that cannot work (untrusted
+	// server, rejected credentials) stops nodelet with one line; an unreachable server
+	// only costs this probe, and is waited for in the background.
+	probeCtx, cancel := context.WithTimeout(ctx, firstProbeTimeout)
+	err = clients.Probe(probeCtx)
+	cancel()
+	if kubeclient.IsPermanent(err) {
+		clients.Stop()
+		return nil, errors.New(kubeclient.Describe(err))
+	}
 	objects := apiobjects.New(clients.Kube, apiobjects.Options{})
 	objects.Start(ctx)
 	return &cluster{clients: clients, objects: objects}, nil
@@ -112,3 +125,21 @@ func (c *cluster) statusSyncer(pods *podmanager.Manager, state *podStateProxy) s
 }
 
 func secondsDuration(s int32) time.Duration { return time.Duration(s) * time.Second }
+
+// credentialsRefused delivers the error when the first contact with the API server shows
+// that the kubeconfig cannot work (the server's certificate is not trusted, the credentials
+// are rejected, the certificate request is denied): nodelet then stops with that one clear
+// line rather than retrying forever. An unreachable server is waited for with back-off.
+// Standalone, nothing is ever delivered.
+func (c *cluster) credentialsRefused(ctx context.Context) <-chan error {
+	refused := make(chan error, 1)
+	if c == nil {
+		return refused
+	}
+	go func() {
+		if err := c.clients.WaitForServer(ctx); err != nil && kubeclient.IsPermanent(err) {
+			refused <- errors.New(kubeclient.Describe(err))
+		}
+	}()
+	return refused
+}

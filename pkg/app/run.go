@@ -79,7 +79,12 @@ func Run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-cl.credentialsRefused(ctx):
+		klog.InfoS("nodelet stopping; containers are left running")
+		return err
+	}
 	klog.InfoS("nodelet stopping; containers are left running")
 	return nil
 }

@@ -303,6 +303,17 @@ func (c *Clients) WaitForServer(ctx context.Context) error {
 	})
 }
 
+// Probe asks the API server once whether it is ready, with the node's credentials. A
+// server that cannot work with this kubeconfig (IsPermanent) is found at the first
+// contact; nil also when there is no client certificate yet to try (rotation bootstraps
+// in the background).
+func (c *Clients) Probe(ctx context.Context) error {
+	if c.certs != nil && c.certs.Current() == nil {
+		return nil
+	}
+	return wrapError(c.kubeconfig, c.server, probeServer(ctx, c.Heartbeat.Discovery().RESTClient()))
+}
+
 // waitForCert waits for the certificate manager's first certificate. It does not
 // log: the manager logs each failed attempt itself.
 func (c *Clients) waitForCert(ctx context.Context) error {
