@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -644,4 +645,101 @@ func nodeCondition(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
 		}
 	}
 	return v1.NodeCondition{}
+}
+
+// TestClusterBadKubeconfigIsOneClearLine: an untrusted server or rejected credentials stop
+// nodelet at once with one error line naming the kubeconfig; an unreachable server is
+// retried while nodelet keeps running.
+func TestClusterBadKubeconfigIsOneClearLine(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.kubeconfig")
+	controlPlane(t, "node-kubeconfig", "e2e-badcfg", good)
+	body, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := os.ReadFile(filepath.Join(cpDir(t), "pki", "front-proxy-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.CertificateAuthorityData, c.CertificateAuthority = otherCA, ""
+	}
+	wrongCA := filepath.Join(dir, "wrong-ca.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, wrongCA); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://127.0.0.1:1" // nothing listens there
+	}
+	unreachable := filepath.Join(dir, "unreachable.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, unreachable); err != nil {
+		t.Fatal(err)
+	}
+
+	n := startNodelet(t, "--kubeconfig="+wrongCA, "--hostname-override=e2e-badcfg")
+	code, err := n.waitExit(5 * time.Second)
+	if err != nil || code != 1 {
+		t.Fatalf("exit code %d (%v), want 1 at once", code, err)
+	}
+	out := n.out.String()
+	want := "kubeconfig " + wrongCA + ": server https://127.0.0.1:6443: server certificate is not trusted"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if n := strings.Count(out, "x509"); n != 1 {
+		t.Errorf("x509 error reported %d times, want once:\n%s", n, out)
+	}
+
+	n = startNodelet(t, "--kubeconfig="+unreachable, "--hostname-override=e2e-badcfg")
+	if err := n.waitLog(10*time.Second, "Unable to register node with API server"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.waitExit(2 * time.Second); err == nil {
+		t.Fatalf("nodelet exited with an unreachable API server:\n%s", n.out.String())
+	}
+	if code := n.healthz(); code != 200 {
+		t.Errorf("/healthz %d while the API server is unreachable", code)
+	}
+}
+
+// TestClusterReadinessGateTurnsReady: a pod with a readiness gate is Ready only once
+// another controller sets the gate's condition, which the kubelet keeps.
+func TestClusterReadinessGateTurnsReady(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	pod := c.testPod("gated")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/ready"}}
+	c.createPod(t, pod)
+	eventually(t, 20*time.Second, "pod Running, gate unset", func() error {
+		p, err := c.getPod("gated")
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	if err := c.podReady("gated"); err == nil {
+		t.Fatal("pod Ready before its readiness gate is set")
+	}
+	patch := `{"status":{"conditions":[{"type":"example.com/ready","status":"True"}]}}`
+	if _, err := c.admin.CoreV1().Pods(c.namespace).Patch(context.Background(), "gated", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 10*time.Second, "pod Ready after the gate", func() error { return c.podReady("gated") })
+	t.Logf("Ready %v after the gate turned True", took)
+	p, _ := c.getPod("gated")
+	found := false
+	for _, cond := range p.Status.Conditions {
+		found = found || (cond.Type == "example.com/ready" && cond.Status == v1.ConditionTrue)
+	}
+	if !found {
+		t.Errorf("the gate's condition was dropped: %+v", p.Status.Conditions)
+	}
 }
