@@ -106,6 +106,9 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
+	// Describe the node now, off the pod path: the first admission would otherwise wait
+	// for machine facts and the runtime's image list.
+	go func() { _, _ = node.Node(ctx) }()
 	pods := podmanager.New()
 	statusManager := status.NewManager(cl.statusSyncer(pods, proxy))
 	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, reg)
