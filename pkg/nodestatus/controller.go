@@ -27,6 +27,8 @@ import (
 const (
 	// imageListTTL is how stale the image list may be (upstream's image cache refresh).
 	imageListTTL = 30 * time.Second
+	// leaseStartPoll is how often runLease checks whether the Node is known yet.
+	leaseStartPoll = 20 * time.Millisecond
 	// runtimeStatusTTL is how stale runtime handlers and features may be (upstream's
 	// updateRuntimeUp period).
 	runtimeStatusTTL = 5 * time.Second
@@ -76,6 +78,11 @@ type Controller struct {
 	delayAfterChange time.Duration
 	podCIDR          string
 	watchMayBeStale  bool
+	statusFailures   int
+
+	// postedReady is the Ready status this kubelet last wrote; a watched Node showing
+	// another one (written by the node controller) triggers a sync.
+	postedReady atomic.Value
 }
 
 // New builds the controller. Nothing talks to the API server until Run.
@@ -227,17 +234,3 @@ func (c *Controller) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-// runLease starts the lease controller once the Node is known: the lease is owned by the
-// Node, and a lease controller that cannot set its owner skips creating the lease until its
-// next renewal, a quarter of the lease duration later (upstream's kubelet shows its lease
-// that late on a first start; nodelet creates it right after registration).
-func (c *Controller) runLease(ctx context.Context) {
-	for !c.NodeSynced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.clock.After(leaseStartPoll):
-		}
-	}
-	c.newLeaseController(ctx).Run(ctx)
-}

@@ -445,3 +445,58 @@ func TestJoinRuntime(t *testing.T) {
 		t.Errorf("joined runtime: network %v, version %q", rt.NetworkErr(), v)
 	}
 }
+
+// TestLeaseAndStatusRecoverQuicklyAfterOutage: while the API server refuses every
+// heartbeat the lease and status are retried within a second, so both are fresh right
+// after it returns; and a Ready condition someone else rewrote (the node controller's
+// Unknown) is written back at once.
+func TestLeaseAndStatusRecoverQuicklyAfterOutage(t *testing.T) {
+	cs := newFakeClient()
+	opts := testOptions()
+	opts.NodeLeaseDurationSeconds = 12 // renewal every 3 s: only retries can be faster
+	opts.NodeStatusUpdateFrequency = 3 * time.Second
+	_, ctx := runController(t, opts, Deps{Client: cs})
+	eventually(t, "a Ready node with a lease", func() bool {
+		n, err := getNode(cs)
+		_, lerr := getLease(cs)
+		return err == nil && isReady(n) && lerr == nil
+	})
+	var down atomic.Bool
+	refuse := func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down.Load() {
+			return true, nil, errors.New("connect: connection refused")
+		}
+		return false, nil, nil
+	}
+	cs.PrependReactor("update", "leases", refuse)
+	cs.PrependReactor("get", "leases", refuse)
+	cs.PrependReactor("patch", "nodes", refuse)
+	cs.PrependReactor("get", "nodes", refuse)
+
+	time.Sleep(200 * time.Millisecond)
+	before, _ := getLease(cs)
+	node, _ := getNode(cs)
+	down.Store(true)
+	time.Sleep(3500 * time.Millisecond) // a renewal fails meanwhile
+	// The node controller marks the node Unknown while the kubelet cannot write.
+	condition(node, v1.NodeReady).Status = v1.ConditionUnknown
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	down.Store(false)
+	eventually(t, "lease renewed after the outage", func() bool {
+		l, err := getLease(cs)
+		return err == nil && l.Spec.RenewTime.After(before.Spec.RenewTime.Time)
+	})
+	if took := time.Since(back); took > 1500*time.Millisecond {
+		t.Errorf("lease renewed %v after the API server returned, want within ~1 s", took)
+	}
+	eventually(t, "Ready written back", func() bool {
+		n, err := getNode(cs)
+		return err == nil && isReady(n)
+	})
+	if took := time.Since(back); took > 2*time.Second {
+		t.Errorf("Ready written back %v after the API server returned, want within ~1 s", took)
+	}
+}

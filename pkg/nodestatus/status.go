@@ -29,39 +29,62 @@ const (
 	fastStatusUpdatePeriod = 100 * time.Millisecond
 	// statusJitter spreads nodes' updates apart, as upstream's JitterUntil does.
 	statusJitter = 0.04
+	// statusRetryMin is the first wait after a failed status sync.
+	statusRetryMin = 500 * time.Millisecond
 )
 
 // errNodeGone means the Node no longer exists on the API server.
 var errNodeGone = errors.New("node not found")
 
 // statusLoop syncs the status now and then every nodeStatusUpdateFrequency, or at once
-// when the watch sees the Node deleted.
+// when the watch sees the Node deleted or another writer's Ready (the node controller's
+// Unknown after an outage). A failed sync is retried after statusRetryMin, doubling up to
+// the update period, so the node's status is right again soon after an API outage.
 func (c *Controller) statusLoop(ctx context.Context) {
+	retry := statusRetryMin
 	for {
-		c.syncNodeStatus(ctx)
+		next := wait.Jitter(c.opts.NodeStatusUpdateFrequency, statusJitter)
+		if !c.syncNodeStatus(ctx) {
+			next, retry = min(retry, next), min(2*retry, c.opts.NodeStatusUpdateFrequency)
+		} else {
+			retry = statusRetryMin
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.resync:
-		case <-c.clock.After(wait.Jitter(c.opts.NodeStatusUpdateFrequency, statusJitter)):
+		case <-c.clock.After(next):
 		}
 	}
 }
 
 // syncNodeStatus registers the node if needed, then updates its status when it changed
-// or nodeStatusReportFrequency has passed. A failed sync is one log line.
-func (c *Controller) syncNodeStatus(ctx context.Context) {
+// or nodeStatusReportFrequency has passed. It reports success. The first failure in a
+// row is logged as an error, the next ones at V(2), and the recovery once.
+func (c *Controller) syncNodeStatus(ctx context.Context) bool {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
 	if c.opts.RegisterNode {
 		c.registerWithAPIServer(ctx)
 	}
 	if ctx.Err() != nil {
-		return
+		return true
 	}
+	logger := klog.FromContext(ctx)
 	if err := c.updateNodeStatus(ctx); err != nil {
-		klog.FromContext(ctx).Error(err, "Unable to update node status")
+		c.statusFailures++
+		if c.statusFailures == 1 {
+			logger.Error(err, "Unable to update node status")
+		} else {
+			logger.V(2).Info("Unable to update node status", "failures", c.statusFailures, "err", err)
+		}
+		return false
 	}
+	if c.statusFailures > 0 {
+		logger.Info("Node status updated", "afterFailures", c.statusFailures)
+		c.statusFailures = 0
+	}
+	return true
 }
 
 // updateNodeStatus tries nodeStatusUpdateRetry times; the first try reads the Node from
@@ -113,8 +136,24 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	} else {
 		c.delayAfterChange = 0
 	}
-	_, err = c.patchNodeStatus(original, node)
+	updated, err := c.patchNodeStatus(original, node)
+	if err == nil {
+		c.postedReady.Store(string(readyStatus(updated)))
+	}
 	return err
+}
+
+// readyStatus is the status of a node's Ready condition ("" when it has none).
+func readyStatus(node *v1.Node) v1.ConditionStatus {
+	if node == nil {
+		return ""
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == v1.NodeReady {
+			return cond.Status
+		}
+	}
+	return ""
 }
 
 func (c *Controller) reportPeriodExpired() bool {

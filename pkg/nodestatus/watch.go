@@ -2,7 +2,6 @@ package nodestatus
 
 import (
 	"context"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -10,12 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
 )
-
-// leaseRenewFraction is the part of the lease duration between renewals.
-const leaseRenewFraction = 0.25
 
 // startWatch watches this Node alone (field selector metadata.name) and keeps it in a
 // lister; a deletion makes the status loop register the node again at once.
@@ -27,10 +22,25 @@ func (c *Controller) startWatch(ctx context.Context) {
 	nodes := factory.Core().V1().Nodes()
 	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(any) { c.nodeDeleted(ctx) },
+		UpdateFunc: func(_, obj any) { c.nodeUpdated(obj) },
 	})
 	lister := nodes.Lister()
 	c.nodeLister.Store(&lister)
 	factory.Start(ctx.Done())
+}
+
+// nodeUpdated syncs the status at once when someone else changed the node's Ready
+// condition, as the node controller does (Unknown) when a long API outage outlasted its
+// grace period: the node is reported Ready again without waiting for the next period.
+func (c *Controller) nodeUpdated(obj any) {
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	posted, _ := c.postedReady.Load().(string)
+	if posted != "" && string(readyStatus(node)) != posted {
+		c.requestResync()
+	}
 }
 
 func (c *Controller) nodeDeleted(ctx context.Context) {
@@ -45,18 +55,6 @@ func (c *Controller) nodeDeleted(ctx context.Context) {
 func (c *Controller) NodeSynced() bool {
 	_, err := c.watchedNode()
 	return err == nil
-}
-
-// leaseStartPoll is how often runLease checks whether the Node is known yet.
-const leaseStartPoll = 20 * time.Millisecond
-
-// newLeaseController renews the Lease named after the node in kube-node-lease every
-// quarter of its duration, owned by the Node.
-func (c *Controller) newLeaseController(ctx context.Context) lease.Controller {
-	duration := time.Duration(c.opts.NodeLeaseDurationSeconds) * time.Second
-	renew := time.Duration(float64(duration) * leaseRenewFraction)
-	return lease.NewController(c.clock, c.heartbeat, c.opts.NodeName, c.opts.NodeLeaseDurationSeconds,
-		c.onFailure, renew, c.opts.NodeName, v1.NamespaceNodeLease, c.setLeaseOwner(ctx))
 }
 
 // setLeaseOwner makes the Node the Lease's owner, so deleting the Node deletes its
