@@ -1,4 +1,4 @@
-# nodelet — stable entry points: build, runtime-up/down, test, bench, demo.
+# nodelet — stable entry points: build, runtime-up/down, controlplane-up/down, test, bench, demo.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/nodelet
@@ -8,21 +8,24 @@ CACHE_DIR ?= /var/cache/nodelet
 STATICCHECK_VERSION ?= v0.8.2
 export PATH := $(CACHE_DIR)/bin:$(PATH)
 
-.PHONY: build test test-unit test-e2e lint runtime-up runtime-down bench demo clean
+.PHONY: build test test-unit test-e2e lint runtime-up runtime-down controlplane-up controlplane-down bench demo clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nodelet
 
 # The README's test command: lint, unit tests, then e2e tests against a real containerd
-# that this target brings up itself.
+# and a real control plane that this target brings up itself.
 test: lint test-unit test-e2e
 
 test-unit:
 	$(GO) test -count=1 ./pkg/... ./cmd/...
 
+# The control plane's line is taken as a whole (not grepped), so a failed `up` stops here.
 test-e2e: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
 	  export CONTAINER_RUNTIME_ENDPOINT && \
+	  cp_env=$$(hack/controlplane.sh up) && export "$$cp_env" && \
+	  export NODELET_CP_DIR="$$(dirname "$$KUBECONFIG")" && \
 	  NODELET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -p 1 -timeout 40m -tags e2e ./test/e2e/...
 
 lint:
@@ -35,6 +38,14 @@ runtime-up:
 
 runtime-down:
 	@hack/runtime.sh down
+
+# A real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1
+# (docs/controlplane.md); prints KUBECONFIG=... The first run builds them (cached).
+controlplane-up:
+	@hack/controlplane.sh up
+
+controlplane-down:
+	@hack/controlplane.sh down
 
 bench: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \

@@ -65,11 +65,27 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err := serveHealthz(ctx, opts, state); err != nil {
 		return err
 	}
-	if err := startPodLoop(ctx, opts, runtime, images, state, registry); err != nil {
+	name, err := nodeName(opts)
+	if err != nil {
+		return err
+	}
+	cl, err := connectCluster(ctx, opts, name, registry)
+	if err != nil {
+		return err
+	}
+	if cl != nil {
+		defer cl.clients.Stop()
+	}
+	if err := startPodLoop(ctx, opts, name, runtime, images, state, registry, cl); err != nil {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-cl.credentialsRefused(ctx):
+		klog.InfoS("nodelet stopping; containers are left running")
+		return err
+	}
 	klog.InfoS("nodelet stopping; containers are left running")
 	return nil
 }

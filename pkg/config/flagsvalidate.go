@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // ValidateKubeletFlags checks the command-only settings.
@@ -39,6 +41,10 @@ func ValidateKubeletFlags(f *KubeletFlags) error {
 			}
 		}
 	}
+	if unknown := restrictedNodeLabels(f.NodeLabels); len(unknown) > 0 {
+		errs = append(errs, fmt.Errorf("unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: %v\n--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix (%s) or be in the specifically allowed set (%s)",
+			unknown, strings.Join(kubeletapis.KubeletLabelNamespaces(), ", "), strings.Join(kubeletapis.KubeletLabels(), ", ")))
+	}
 	for k, v := range f.NodeLabels {
 		for _, msg := range validation.IsQualifiedName(k) {
 			bad("node-labels", "label key "+msg, k)
@@ -48,4 +54,22 @@ func ValidateKubeletFlags(f *KubeletFlags) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// restrictedNodeLabels lists, sorted, the --node-labels keys in the kubernetes.io and
+// k8s.io namespaces that the NodeRestriction admission plugin does not let a kubelet
+// set on its own Node.
+func restrictedNodeLabels(labels map[string]string) []string {
+	var out []string
+	for k := range labels {
+		ns, _, ok := strings.Cut(k, "/")
+		if !ok || kubeletapis.IsKubeletLabel(k) {
+			continue
+		}
+		if ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") || ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io") {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

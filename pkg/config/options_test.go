@@ -118,7 +118,9 @@ func TestCommandLineErrors(t *testing.T) {
 		"contention w/o lock": {[]string{"--exit-on-lock-contention"}, `--exit-on-lock-contention: requires --lock-file`},
 		"bad node ip":         {[]string{"--node-ip=10.0.0.300"}, `--node-ip: must be a valid IP address`},
 		"bad hostname":        {[]string{"--hostname-override=bad_name"}, `--hostname-override`},
-		"missing config":      {[]string{"--config=/nonexistent/kubelet.yaml"}, `failed to load kubelet config file "/nonexistent/kubelet.yaml"`},
+		"restricted label": {[]string{"--node-labels=kubernetes.io/role=x,node.kubernetes.io/ok=y,example.k8s.io/z="},
+			"unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [example.k8s.io/z kubernetes.io/role]"},
+		"missing config": {[]string{"--config=/nonexistent/kubelet.yaml"}, `failed to load kubelet config file "/nonexistent/kubelet.yaml"`},
 	}
 	for name, c := range cases {
 		_, _, err := parse(t, c.args...)

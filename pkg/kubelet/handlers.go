@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/status"
 )
 
 // handlePodAdditions admits new pods, oldest first, and starts their workers. A mirror pod
@@ -125,10 +126,17 @@ func (k *Kubelet) handlePodRemoves(pods []*v1.Pod) {
 }
 
 // handlePodReconcile records a status-only change; nothing in the runtime changes. The
-// status manager compares its statuses with these pods on its periodic pass.
+// status manager compares its statuses with these pods on its periodic pass; a readiness
+// gate another controller turned is synced at once, so Ready follows it.
 func (k *Kubelet) handlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
 		k.pods.UpdatePod(pod)
+		if podmanager.IsMirrorPod(pod) {
+			continue
+		}
+		if status.NeedToReconcilePodReadiness(pod) && !k.rejected.Has(pod.UID) {
+			k.dispatch(pod, podworkers.SyncPodSync)
+		}
 	}
 }
 

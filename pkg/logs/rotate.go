@@ -131,7 +131,10 @@ func (m *ContainerLogManager) rotateLogs(ctx context.Context) error {
 		return fmt.Errorf("failed to list containers: %w", err)
 	}
 	for _, c := range containers {
-		if err := m.rotateIfTooBig(ctx, c.GetId()); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping: nothing to report
+		}
+		if err := m.rotateIfTooBig(ctx, c.GetId()); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Failed to rotate log for container", "containerID", c.GetId())
 		}
 	}

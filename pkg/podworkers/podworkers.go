@@ -118,6 +118,9 @@ type PodWorkers struct {
 	resyncInterval time.Duration
 	// workerDone is told when a worker finishes a round (tests and the loop may watch it).
 	workerDone func(uid types.UID)
+	// podsSynced is set by the first SyncKnownPods: from then on every pod that may have
+	// containers has a worker, so a pod without one has none running.
+	podsSynced bool
 }
 
 // New returns pod workers; resyncInterval is syncFrequency.
@@ -394,10 +397,16 @@ func (p *PodWorkers) IsPodKnownTerminated(uid types.UID) bool {
 	return ok && st == TerminatedPod
 }
 
-// CouldHaveRunningContainers is false only once a pod is known to be terminated; an
-// unknown pod may have containers left from a previous nodelet.
+// CouldHaveRunningContainers is false once a pod is known to be terminated, and for a pod
+// without a worker (rejected by admission, say) once housekeeping has synced the known
+// pods; before that an unknown pod may have containers left from a previous nodelet.
 func (p *PodWorkers) CouldHaveRunningContainers(uid types.UID) bool {
-	return !p.IsPodKnownTerminated(uid)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.pods[uid]; ok {
+		return s.state() != TerminatedPod
+	}
+	return !p.podsSynced
 }
 
 // ShouldPodContentBeRemoved reports that a pod's directories and volumes may go: it is
@@ -420,6 +429,7 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSta
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.podsSynced = true
 	out := map[types.UID]PodWorkerState{}
 	for uid, s := range p.pods {
 		orphan := !want[uid]

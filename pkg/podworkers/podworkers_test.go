@@ -332,3 +332,14 @@ func TestWorkerGoroutinesExitOnceTerminatedAndForgotten(t *testing.T) {
 	eventually(t, "all forgotten", func() bool { return len(w.SyncKnownPods(nil)) == 0 })
 	eventually(t, "the workers' goroutines gone", func() bool { return runtime.NumGoroutine() <= before })
 }
+
+func TestPodWithoutWorkerHasNoContainersOnceKnownPodsAreSynced(t *testing.T) {
+	w, _, _ := setup(t)
+	if !w.CouldHaveRunningContainers("never-started") {
+		t.Error("before housekeeping, an unknown pod may still have containers from a previous run")
+	}
+	w.SyncKnownPods(nil)
+	if w.CouldHaveRunningContainers("never-started") {
+		t.Error("after housekeeping, a pod without a worker (e.g. rejected) cannot have containers")
+	}
+}

@@ -195,13 +195,9 @@ func mergePodStatus(pod *v1.Pod, oldStatus, newStatus v1.PodStatus, couldHaveRun
 // notReadyWhenTerminal turns Ready and ContainersReady false for a terminal phase: the
 // readiness of stopped containers may not have been recomputed yet.
 func notReadyWhenTerminal(pod *v1.Pod, status *v1.PodStatus) {
-	reason := PodCompleted
-	if status.Phase == v1.PodFailed {
-		reason = PodFailed
-	}
 	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
 		if c := findCondition(status.Conditions, t); c != nil && c.Status == v1.ConditionTrue {
-			*c = condition(pod, t, v1.ConditionFalse, reason, "")
+			*c = terminalCondition(pod, t, status.Phase)
 			c.LastTransitionTime = metav1.Now()
 		}
 	}

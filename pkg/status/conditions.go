@@ -117,6 +117,19 @@ func GeneratePodReadyCondition(pod *v1.Pod, conditions []v1.PodCondition, status
 	return condition(pod, v1.PodReady, v1.ConditionTrue, "", "")
 }
 
+// NeedToReconcilePodReadiness reports a pod with readiness gates whose Ready condition in
+// the API no longer matches its gates (another controller changed one): the kubelet must
+// sync it to recompute Ready (upstream's NeedToReconcilePodReadiness).
+func NeedToReconcilePodReadiness(pod *v1.Pod) bool {
+	if len(pod.Spec.ReadinessGates) == 0 {
+		return false
+	}
+	all := append(append([]v1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	want := GeneratePodReadyCondition(pod, pod.Status.Conditions, all, pod.Status.Phase)
+	got := findCondition(pod.Status.Conditions, v1.PodReady)
+	return got == nil || got.Status != want.Status || got.Message != want.Message
+}
+
 // terminalCondition is the False Ready/ContainersReady of a pod in a terminal phase.
 func terminalCondition(pod *v1.Pod, typ v1.PodConditionType, phase v1.PodPhase) v1.PodCondition {
 	reason := ""

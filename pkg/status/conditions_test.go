@@ -129,3 +129,23 @@ func TestGeneratePodReadyToStartContainersCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestNeedToReconcilePodReadinessFollowsGates(t *testing.T) {
+	gate := v1.PodConditionType("example.com/ready")
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}, ReadinessGates: []v1.PodReadinessGate{{ConditionType: gate}}}}
+	pod.Status = v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+	ready := GeneratePodReadyCondition(pod, nil, pod.Status.ContainerStatuses, v1.PodRunning)
+	pod.Status.Conditions = []v1.PodCondition{ready}
+	if ready.Status != v1.ConditionFalse || NeedToReconcilePodReadiness(pod) {
+		t.Fatalf("gate missing: Ready %s, reconcile %v; want False and nothing to do", ready.Status, NeedToReconcilePodReadiness(pod))
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, v1.PodCondition{Type: gate, Status: v1.ConditionTrue})
+	if !NeedToReconcilePodReadiness(pod) {
+		t.Error("gate turned True but Ready is still False: the pod must be synced")
+	}
+	noGates := pod.DeepCopy()
+	noGates.Spec.ReadinessGates = nil
+	if NeedToReconcilePodReadiness(noGates) {
+		t.Error("a pod without readiness gates never needs this")
+	}
+}

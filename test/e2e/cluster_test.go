@@ -12,10 +12,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -27,10 +29,12 @@ func TestClusterNodeReadyWithLeaseAndTrueStatus(t *testing.T) {
 	if readyAfter > 2*time.Second {
 		t.Errorf("node Ready after %v, want within 2s", readyAfter)
 	}
-	lease, err := c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), c.name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("lease: %v", err)
-	}
+	var lease *coordinationv1.Lease
+	leaseAfter := eventually(t, 2*time.Second, "node lease", func() (err error) {
+		lease, err = c.admin.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), c.name, metav1.GetOptions{})
+		return err
+	})
+	t.Logf("lease %v after Ready", leaseAfter)
 	node, _ := c.node(t)
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != c.name || len(lease.OwnerReferences) != 1 ||
 		lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].UID != node.UID {
@@ -201,6 +205,24 @@ func TestClusterDeletePodRunsPreStopThenRemovesTheObject(t *testing.T) {
 	if n := c.runningContainers(t, "graceful"); n != 0 {
 		t.Errorf("%d containers still running after the object is gone", n)
 	}
+}
+
+func TestClusterForceDeletionStopsThePod(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.testPod("forced"))
+	eventually(t, 20*time.Second, "pod Ready", func() error { return c.podReady("forced") })
+	zero := int64(0)
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "forced", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 20*time.Second, "containers of the force-deleted pod stopped", func() error {
+		if n := c.runningContainers(t, "forced"); n != 0 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	t.Logf("force-deleted pod stopped in %v", took)
 }
 
 // runningContainers counts the running containers of a pod of this node in containerd.
@@ -416,34 +438,72 @@ func TestClusterContainerEventsReachTheAPI(t *testing.T) {
 	})
 }
 
-func TestClusterEnvFromSecretWaitsForTheSecret(t *testing.T) {
+func TestClusterEnvFromSecretWaitsForTheKey(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: c.namespace}, StringData: map[string]string{"user": "admin"}}
+	if _, err := c.admin.CoreV1().Secrets(c.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	config := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: c.namespace}, Data: map[string]string{"MODE": "fast"}}
+	if _, err := c.admin.CoreV1().ConfigMaps(c.namespace).Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pod := c.testPod("env")
 	pod.Spec.Containers[0].Env = []v1.EnvVar{
 		{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
 			LocalObjectReference: v1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
 		{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		{Name: "OPTIONAL", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "absent"}, Key: "x", Optional: ptr.To(true)}}},
 	}
+	pod.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{{Prefix: "CFG_", ConfigMapRef: &v1.ConfigMapEnvSource{
+		LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}}
 	c.createPod(t, pod)
-	eventually(t, 20*time.Second, "CreateContainerConfigError naming the secret", func() error {
+	eventually(t, 20*time.Second, "CreateContainerConfigError naming the missing key", func() error {
 		p, err := c.getPod("env")
 		if err != nil {
 			return err
 		}
 		for _, cs := range p.Status.ContainerStatuses {
-			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "creds") {
+			if w := cs.State.Waiting; w != nil && w.Reason == "CreateContainerConfigError" &&
+				strings.Contains(w.Message, "couldn't find key password in Secret "+c.namespace+"/creds") {
 				return nil
 			}
 		}
 		return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
 	})
-	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: c.namespace}, StringData: map[string]string{"password": "s3cret"}}
-	if _, err := c.admin.CoreV1().Secrets(c.namespace).Create(context.Background(), secret, metav1.CreateOptions{}); err != nil {
+	secret.StringData["password"] = "s3cret"
+	if _, err := c.admin.CoreV1().Secrets(c.namespace).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, 60*time.Second, "pod Running once the secret exists", func() error { return c.podReady("env") })
-	t.Logf("running %v after the secret was created", took)
+	took := eventually(t, 60*time.Second, "pod Running once the key exists", func() error { return c.podReady("env") })
+	t.Logf("running %v after the key was added", took)
+	env := c.execIn(t, "env", "env")
+	for _, want := range []string{"PASSWORD=s3cret", "NODE=" + c.name, "CFG_MODE=fast", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("container environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "OPTIONAL=") {
+		t.Errorf("an optional variable from a missing config map was set:\n%s", env)
+	}
+}
+
+// execIn runs a command in a pod's first running container through the CRI (the kubelet
+// API on 10250 is not there yet) and returns its output.
+func (c *clusterNode) execIn(t *testing.T, pod string, cmd ...string) string {
+	t.Helper()
+	ids := c.containerIDs(t, pod)
+	if len(ids) == 0 {
+		t.Fatalf("no running container in pod %s", pod)
+	}
+	stdout, stderr, err := c.rs.ExecSync(context.Background(), ids[0], cmd, 10*time.Second)
+	if err != nil {
+		t.Fatalf("exec %v: %v\n%s", cmd, err, stderr)
+	}
+	return string(stdout)
 }
 
 func TestClusterNodeReRegistersWhenDeleted(t *testing.T) {
@@ -587,3 +647,99 @@ func nodeCondition(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
 	return v1.NodeCondition{}
 }
 
+// TestClusterBadKubeconfigIsOneClearLine: an untrusted server or rejected credentials stop
+// nodelet at once with one error line naming the kubeconfig; an unreachable server is
+// retried while nodelet keeps running.
+func TestClusterBadKubeconfigIsOneClearLine(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.kubeconfig")
+	controlPlane(t, "node-kubeconfig", "e2e-badcfg", good)
+	body, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := os.ReadFile(filepath.Join(cpDir(t), "pki", "front-proxy-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.CertificateAuthorityData, c.CertificateAuthority = otherCA, ""
+	}
+	wrongCA := filepath.Join(dir, "wrong-ca.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, wrongCA); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://127.0.0.1:1" // nothing listens there
+	}
+	unreachable := filepath.Join(dir, "unreachable.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, unreachable); err != nil {
+		t.Fatal(err)
+	}
+
+	n := startNodelet(t, "--kubeconfig="+wrongCA, "--hostname-override=e2e-badcfg")
+	code, err := n.waitExit(5 * time.Second)
+	if err != nil || code != 1 {
+		t.Fatalf("exit code %d (%v), want 1 at once", code, err)
+	}
+	out := n.out.String()
+	want := "kubeconfig " + wrongCA + ": server https://127.0.0.1:6443: server certificate is not trusted"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	if n := strings.Count(out, "x509"); n != 1 {
+		t.Errorf("x509 error reported %d times, want once:\n%s", n, out)
+	}
+
+	n = startNodelet(t, "--kubeconfig="+unreachable, "--hostname-override=e2e-badcfg")
+	if err := n.waitLog(10*time.Second, "Unable to register node with API server"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.waitExit(2 * time.Second); err == nil {
+		t.Fatalf("nodelet exited with an unreachable API server:\n%s", n.out.String())
+	}
+	if code := n.healthz(); code != 200 {
+		t.Errorf("/healthz %d while the API server is unreachable", code)
+	}
+}
+
+// TestClusterReadinessGateTurnsReady: a pod with a readiness gate is Ready only once
+// another controller sets the gate's condition, which the kubelet keeps.
+func TestClusterReadinessGateTurnsReady(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	pod := c.testPod("gated")
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/ready"}}
+	c.createPod(t, pod)
+	eventually(t, 20*time.Second, "pod Running, gate unset", func() error {
+		p, err := c.getPod("gated")
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != v1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	if err := c.podReady("gated"); err == nil {
+		t.Fatal("pod Ready before its readiness gate is set")
+	}
+	patch := `{"status":{"conditions":[{"type":"example.com/ready","status":"True"}]}}`
+	if _, err := c.admin.CoreV1().Pods(c.namespace).Patch(context.Background(), "gated", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 10*time.Second, "pod Ready after the gate", func() error { return c.podReady("gated") })
+	t.Logf("Ready %v after the gate turned True", took)
+	p, _ := c.getPod("gated")
+	found := false
+	for _, cond := range p.Status.Conditions {
+		found = found || (cond.Type == "example.com/ready" && cond.Status == v1.ConditionTrue)
+	}
+	if !found {
+		t.Errorf("the gate's condition was dropped: %+v", p.Status.Conditions)
+	}
+}

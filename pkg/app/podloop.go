@@ -21,6 +21,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/admission"
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
@@ -31,8 +32,10 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/logs"
+	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/prober"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 	"github.com/nodelet/nodelet/pkg/server"
@@ -53,16 +56,21 @@ func (p *podStateProxy) IsPodTerminated(uid types.UID) bool {
 	return p.k != nil && p.k.IsPodTerminated(uid)
 }
 
-// startPodLoop builds the pod sources, the runtime manager and the loop, and runs them
-// until ctx ends.
-func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, reg prometheus.Registerer) error {
+// CouldHaveRunningContainers is true until the loop knows a pod's containers are stopped.
+func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
+	return p.k == nil || p.k.CouldHaveRunningContainers(uid)
+}
+
+// startPodLoop builds the pod sources, the runtime manager, the node status controller
+// and the loop, and runs them until ctx ends. cl is nil standalone.
+func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, reg prometheus.Registerer, cl *cluster) error {
 	cfg := opts.Config
-	nodeName, err := nodeName(opts)
+	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)
 	if err != nil {
 		return err
 	}
-	nodeIPs := nodeIPs(opts)
-	recorder := eventRecorder()
+	nodeIPs := nodestatus.HostIPs(nodeName, nodeName, configured)
+	recorder := cl.recorder(ctx, nodeName)
 	liveness, readiness, startup := results.NewManager(), results.NewManager(), results.NewManager()
 	vols := volumes.NewManager(opts.RootDirectory)
 	cgroups := cm.NewPodCgroups(cfg.CgroupRoot, *cfg.CgroupsPerQOS)
@@ -75,6 +83,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 		NodeName: nodeName, NodeIPs: ipStrings(nodeIPs), CgroupParent: cgroups.Parent,
 		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: machineMemory(),
+		EnvSources: cl.envSources(),
 		ImageOptions: images.Options{
 			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
@@ -83,26 +92,47 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	if err != nil {
 		return err
 	}
-	statusManager := status.NewManager(nil)
-	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, reg)
 	if err := pleg.Register(reg); err != nil {
 		return err
 	}
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
+	podLEG := pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{})
+	node, err := newNodeStatus(opts, nodeName, nodeIPs, state, runtime, rs, recorder, podLEG, cl)
+	if err != nil {
+		return err
+	}
+	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls})
+	if err != nil {
+		return err
+	}
+	// Describe the node now, off the pod path: the first admission would otherwise wait
+	// for machine facts and the runtime's image list.
+	go func() { _, _ = node.Node(ctx) }()
+	pods := podmanager.New()
+	statusManager := status.NewManager(cl.statusSyncer(pods, proxy))
+	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, reg)
 	podConfig := sources.NewConfig(recorder)
 	expected := startSources(ctx, cfg, podConfig, types.NodeName(nodeName))
+	deps := kubelet.Deps{
+		Runtime: runtime, PLEG: podLEG,
+		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,
+		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
+		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitFunc(admitter.Admit),
+	}
+	if cl != nil {
+		deps.Mirror = cl.mirrorClient(nodeName, node)
+		sources.StartSourceAPI(ctx, cl.clients.Kube, types.NodeName(nodeName), node.NodeSynced, podConfig.Channel(ctx, sources.APIServerSource))
+		expected.Insert(sources.APIServerSource)
+		node.BirthCry()
+		go node.Run(ctx)
+	}
 	k := kubelet.New(kubelet.Config{
 		NodeName: nodeName, HostIPs: ipStrings(nodeIPs), SyncFrequency: cfg.SyncFrequency.Duration,
 		HousekeepingPeriod: 2 * time.Second, MaxPods: int(cfg.MaxPods), GCPeriod: time.Minute,
 		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
 			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
-	}, kubelet.Deps{
-		Runtime: runtime, PLEG: pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{}),
-		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,
-		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
-		SourcesReady: podConfig.SeenAllSources,
-	})
+	}, deps)
 	proxy.k = k
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
 		return err
@@ -113,6 +143,43 @@ func startPodLoop(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	go k.Run(ctx, podConfig.Updates())
 	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
 	return nil
+}
+
+// admitFunc adapts pkg/admission's result to the loop's Admitter.
+type admitFunc func(pod *v1.Pod, active []*v1.Pod) admission.Result
+
+func (f admitFunc) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {
+	r := f(pod, active)
+	return r.Admit, r.Reason, r.Message
+}
+
+// newNodeStatus builds the node status controller: in cluster mode it registers the node
+// and keeps its status and lease; standalone it only describes the node for admission.
+func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, cl *cluster) (*nodestatus.Controller, error) {
+	o, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	o.NodeIPs = nodeIPs
+	deps := nodestatus.Deps{
+		Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
+		ReadyChecks: []func() error{plegHealth(podLEG)},
+	}
+	if cl != nil {
+		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat
+		deps.OnHeartbeatFailure = cl.clients.OnHeartbeatFailure
+	}
+	return nodestatus.New(o, deps)
+}
+
+// plegHealth is the Ready check upstream adds for the PLEG.
+func plegHealth(p pleg.PodLifecycleEventGenerator) func() error {
+	return func() error {
+		if ok, err := p.Healthy(); !ok {
+			return fmt.Errorf("PLEG is not healthy: %w", err)
+		}
+		return nil
+	}
 }
 
 // startSources starts the static pod directory and URL sources that are configured and
@@ -169,26 +236,6 @@ func nodeName(opts *config.Options) (string, error) {
 		name = h
 	}
 	return strings.ToLower(strings.TrimSpace(name)), nil
-}
-
-// nodeIPs is --node-ip, or the first non-loopback address of the host.
-func nodeIPs(opts *config.Options) []net.IP {
-	var ips []net.IP
-	for _, s := range strings.Split(opts.NodeIP, ",") {
-		if ip := net.ParseIP(strings.TrimSpace(s)); ip != nil {
-			ips = append(ips, ip)
-		}
-	}
-	if len(ips) > 0 {
-		return ips
-	}
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-			return []net.IP{n.IP}
-		}
-	}
-	return []net.IP{net.ParseIP("127.0.0.1")}
 }
 
 func ipStrings(ips []net.IP) []string {

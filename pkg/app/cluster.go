@@ -1,0 +1,145 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/apiobjects"
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/events"
+	"github.com/nodelet/nodelet/pkg/kubeclient"
+	"github.com/nodelet/nodelet/pkg/mirror"
+	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/status"
+)
+
+// firstProbeTimeout bounds the start-up look at the API server.
+const firstProbeTimeout = 2 * time.Second
+
+// cluster is what a node joined to an API server adds to the pod loop (cluster mode):
+// the clients, the secrets/config maps/services pods refer to, and the API event recorder.
+// Standalone nodelet has none (a nil *cluster).
+type cluster struct {
+	clients *kubeclient.Clients
+	objects *apiobjects.Sources
+}
+
+// connectCluster builds the API clients from --kubeconfig (bootstrapping a client
+// certificate with --bootstrap-kubeconfig first when asked to, as upstream does). Without
+// a kubeconfig nodelet runs standalone and this returns nil. An unreachable server is not
+// an error: every client retries; a kubeconfig that cannot work (wrong CA, rejected
+// credentials, unreadable) is one clear error.
+func connectCluster(ctx context.Context, opts *config.Options, nodeName string, reg prometheus.Registerer) (*cluster, error) {
+	if opts.KubeConfig == "" {
+		if opts.BootstrapKubeconfig != "" {
+			return nil, errors.New("--bootstrap-kubeconfig needs --kubeconfig: the path where the bootstrapped kubeconfig is written")
+		}
+		klog.InfoS("No kubeconfig given: running standalone, with pods from static sources only")
+		return nil, nil
+	}
+	cfg := opts.Config
+	clients, err := kubeclient.Build(ctx, kubeclient.Options{
+		KubeConfig: opts.KubeConfig, BootstrapKubeconfig: opts.BootstrapKubeconfig, CertDir: opts.CertDirectory,
+		NodeName: nodeName, RotateCertificates: cfg.RotateCertificates,
+		QPS: float32(*cfg.KubeAPIQPS), Burst: int(cfg.KubeAPIBurst), ContentType: cfg.ContentType,
+		EventQPS: float32(*cfg.EventRecordQPS), EventBurst: int(cfg.EventBurst),
+		NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
+		NodeLeaseDuration:         secondsDuration(cfg.NodeLeaseDurationSeconds),
+		Registerer:                reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s", kubeclient.Describe(err))
+	}
+	klog.InfoS("Connecting to the API server", "server", clients.Server(), "kubeconfig", clients.Kubeconfig())
+	// One look before anything starts, so that a kubeconfig that cannot work (untrusted
+	// server, rejected credentials) stops nodelet with one line; an unreachable server
+	// only costs this probe, and is waited for in the background.
+	probeCtx, cancel := context.WithTimeout(ctx, firstProbeTimeout)
+	err = clients.Probe(probeCtx)
+	cancel()
+	if kubeclient.IsPermanent(err) {
+		clients.Stop()
+		return nil, errors.New(kubeclient.Describe(err))
+	}
+	objects := apiobjects.New(clients.Kube, apiobjects.Options{})
+	objects.Start(ctx)
+	return &cluster{clients: clients, objects: objects}, nil
+}
+
+// recorder sends events to the API server in cluster mode, to the log standalone.
+func (c *cluster) recorder(ctx context.Context, nodeName string) record.EventRecorder {
+	if c == nil {
+		return eventRecorder()
+	}
+	return events.NewAPIRecorder(ctx, c.clients.Events, nodeName)
+}
+
+// mirrorClient creates mirror pods for static pods, owned by this node's Node object.
+func (c *cluster) mirrorClient(nodeName string, node *nodestatus.Controller) *mirror.Client {
+	return mirror.NewClient(c.clients.Kube, nodeName, func() (types.UID, error) {
+		n, err := node.Node(context.Background())
+		if err != nil {
+			return "", err
+		}
+		if n.UID == "" {
+			return "", fmt.Errorf("node %q is not registered yet", nodeName)
+		}
+		if n.DeletionTimestamp != nil {
+			return "", fmt.Errorf("node %q is being deleted", nodeName)
+		}
+		return n.UID, nil
+	})
+}
+
+// nodeOf wraps the node status controller for admission: the Node as the API server has
+// it, or the node nodelet would register (standalone, and before registration).
+func nodeOf(ctx context.Context, node *nodestatus.Controller) func() (*v1.Node, error) {
+	return func() (*v1.Node, error) { return node.Node(ctx) }
+}
+
+// envSources are the API objects container environments refer to; nil standalone (a nil
+// interface, never a nil *Sources).
+func (c *cluster) envSources() criconfig.EnvSources {
+	if c == nil {
+		return nil
+	}
+	return c.objects
+}
+
+// statusSyncer writes pod statuses to the API server; nil standalone.
+func (c *cluster) statusSyncer(pods *podmanager.Manager, state *podStateProxy) status.PodStatusSyncer {
+	if c == nil {
+		return nil
+	}
+	return status.NewAPISyncer(c.clients.Kube, pods, state.CouldHaveRunningContainers)
+}
+
+func secondsDuration(s int32) time.Duration { return time.Duration(s) * time.Second }
+
+// credentialsRefused delivers the error when the first contact with the API server shows
+// that the kubeconfig cannot work (the server's certificate is not trusted, the credentials
+// are rejected, the certificate request is denied): nodelet then stops with that one clear
+// line rather than retrying forever. An unreachable server is waited for with back-off.
+// Standalone, nothing is ever delivered.
+func (c *cluster) credentialsRefused(ctx context.Context) <-chan error {
+	refused := make(chan error, 1)
+	if c == nil {
+		return refused
+	}
+	go func() {
+		if err := c.clients.WaitForServer(ctx); err != nil && kubeclient.IsPermanent(err) {
+			refused <- errors.New(kubeclient.Describe(err))
+		}
+	}()
+	return refused
+}

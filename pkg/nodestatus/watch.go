@@ -1,0 +1,86 @@
+package nodestatus
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/klog/v2"
+)
+
+// leaseRenewFraction is the part of the lease duration between renewals.
+const leaseRenewFraction = 0.25
+
+// startWatch watches this Node alone (field selector metadata.name) and keeps it in a
+// lister; a deletion makes the status loop register the node again at once.
+func (c *Controller) startWatch(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, c.opts.NodeName).String()
+		}))
+	nodes := factory.Core().V1().Nodes()
+	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(any) { c.nodeDeleted(ctx) },
+	})
+	lister := nodes.Lister()
+	c.nodeLister.Store(&lister)
+	factory.Start(ctx.Done())
+}
+
+func (c *Controller) nodeDeleted(ctx context.Context) {
+	klog.FromContext(ctx).Info("Node was deleted from the API server", "node", klog.KRef("", c.opts.NodeName))
+	if c.opts.RegisterNode && c.registered.Swap(false) {
+		c.requestResync()
+	}
+}
+
+// NodeSynced reports whether the watch holds this Node (upstream's nodeHasSynced, which
+// the API pod source waits for).
+func (c *Controller) NodeSynced() bool {
+	_, err := c.watchedNode()
+	return err == nil
+}
+
+// leaseStartPoll is how often runLease checks whether the Node is known yet.
+const leaseStartPoll = 20 * time.Millisecond
+
+// newLeaseController renews the Lease named after the node in kube-node-lease every
+// quarter of its duration, owned by the Node.
+func (c *Controller) newLeaseController(ctx context.Context) lease.Controller {
+	duration := time.Duration(c.opts.NodeLeaseDurationSeconds) * time.Second
+	renew := time.Duration(float64(duration) * leaseRenewFraction)
+	return lease.NewController(c.clock, c.heartbeat, c.opts.NodeName, c.opts.NodeLeaseDurationSeconds,
+		c.onFailure, renew, c.opts.NodeName, v1.NamespaceNodeLease, c.setLeaseOwner(ctx))
+}
+
+// setLeaseOwner makes the Node the Lease's owner, so deleting the Node deletes its
+// Lease. A Lease still owned by an earlier Node of the same name (deleted and
+// registered again) is given the current one.
+func (c *Controller) setLeaseOwner(ctx context.Context) func(*coordinationv1.Lease) error {
+	return func(l *coordinationv1.Lease) error {
+		node, err := c.watchedNode()
+		if err != nil {
+			if len(l.OwnerReferences) > 0 {
+				return nil
+			}
+			node, err = c.heartbeat.CoreV1().Nodes().Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Failed to get node when trying to set owner ref to the node lease", "node", klog.KRef("", c.opts.NodeName))
+				return err
+			}
+		}
+		for _, ref := range l.OwnerReferences {
+			if ref.Kind == "Node" && ref.Name == node.Name && ref.UID == node.UID {
+				return nil
+			}
+		}
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		return nil
+	}
+}
