@@ -18,3 +18,6 @@ go run ./test/bench/standalone -endpoint "$isolated" -nodelet bin/nodelet -runs 
 echo
 echo "== probes: CPU per exec readiness probe, 100 containers =="
 go run ./test/bench/probes -endpoint "$CONTAINER_RUNTIME_ENDPOINT" 2>/dev/null
+echo
+echo "== hostile manifest directory: 1,000 bad entries next to 5 pods (issue 14) =="
+go run ./test/bench/hostile -endpoint "$isolated" -nodelet bin/nodelet -baseline "${BENCH_HOSTILE_BASELINE:-30s}" -quiet "${BENCH_IDLE:-60s}" 2>/dev/null

@@ -18,6 +18,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/lockfile"
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/server"
 )
 
@@ -56,7 +57,7 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err := makeDirectories(opts); err != nil {
 		return err
 	}
-	state := kubelet.NewRuntimeState(runtime, runtimeStatusPeriod, opts.Config.RuntimeRequestTimeout.Duration)
+	state := kubelet.NewRuntimeState(runtime, outage.Default, runtimeStatusPeriod, opts.Config.RuntimeRequestTimeout.Duration)
 	// One check before anything reads the state, so the loop does not start by reporting
 	// a runtime that has simply not been asked yet.
 	state.Update(ctx)
@@ -121,12 +122,15 @@ func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Re
 	if err != nil {
 		return nil, nil, err
 	}
-	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics))
+	// The clients' error lines go through the outage gate: one line per outage, not one
+	// per failed call.
+	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
+	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics), logger)
 	if err != nil {
 		return nil, nil, err
 	}
 	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
-	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics))
+	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics), logger)
 	if err != nil {
 		runtime.Close(ctx)
 		return nil, nil, err

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 )
 
@@ -81,7 +82,7 @@ func (h *housekeeper) restartRecreatedPods(desired []*v1.Pod, known map[types.UI
 func (h *housekeeper) killOrphans(ctx context.Context, known map[types.UID]podworkers.PodWorkerState) {
 	running, err := h.k.deps.Runtime.GetPods(ctx, false)
 	if err != nil {
-		klog.ErrorS(err, "Housekeeping: listing running pods failed")
+		outage.ErrorS(err, "Housekeeping: listing running pods failed")
 		return
 	}
 	for _, rp := range running {
@@ -136,10 +137,13 @@ func (h *housekeeper) removeOrphanedCgroups(ctx context.Context, desired map[typ
 }
 
 // garbageCollect runs container GC; pods are "deleted" for GC once no source wants them
-// and their worker is done.
+// and their worker is done. It waits out a runtime outage.
 func (k *Kubelet) garbageCollect(ctx context.Context) {
+	if outage.Down() {
+		return
+	}
 	if err := k.deps.Runtime.GarbageCollect(ctx, k.cfg.GCPolicy, k.sourcesReady(), false); err != nil {
-		klog.ErrorS(err, "Container garbage collection failed")
+		outage.ErrorS(err, "Container garbage collection failed")
 	}
 }
 

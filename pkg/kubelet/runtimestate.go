@@ -12,14 +12,18 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // errNotChecked is the state before the first check; the first result is always logged.
 var errNotChecked = errors.New("container runtime status check may not have completed yet")
 
-// RuntimeState tracks whether the container runtime answers and says it is ready.
+// RuntimeState tracks whether the container runtime answers and says it is ready, and
+// feeds every check to the outage gate, which logs an outage's start and end.
 type RuntimeState struct {
 	runtime internalapi.RuntimeService
+	gate    *outage.Gate
 	period  time.Duration
 	timeout time.Duration
 
@@ -28,9 +32,10 @@ type RuntimeState struct {
 	networkErr error
 }
 
-// NewRuntimeState polls runtime every period; each Status call gets timeout.
-func NewRuntimeState(runtime internalapi.RuntimeService, period, timeout time.Duration) *RuntimeState {
-	return &RuntimeState{runtime: runtime, period: period, timeout: timeout,
+// NewRuntimeState polls runtime every period; each Status call gets timeout. Every result
+// goes to gate (outage.Default in nodelet).
+func NewRuntimeState(runtime internalapi.RuntimeService, gate *outage.Gate, period, timeout time.Duration) *RuntimeState {
+	return &RuntimeState{runtime: runtime, gate: gate, period: period, timeout: timeout,
 		runtimeErr: errNotChecked, networkErr: errNotChecked}
 }
 
@@ -62,8 +67,9 @@ func (s *RuntimeState) Run(ctx context.Context) {
 	}
 }
 
-// Update asks the runtime for its status and records the result, logging only changes so
-// an outage is reported once, not once per poll.
+// Update asks the runtime for its status and records the result. The gate logs an
+// outage once when it starts and once when it ends, not once per poll; a change of
+// network readiness is logged here.
 func (s *RuntimeState) Update(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -75,7 +81,10 @@ func (s *RuntimeState) Update(ctx context.Context) {
 	prevRuntime, prevNetwork := s.runtimeErr, s.networkErr
 	s.runtimeErr, s.networkErr = runtimeErr, networkErr
 	s.mu.Unlock()
-	logTransition("Container runtime", prevRuntime, runtimeErr)
+	s.gate.Observe(runtimeErr)
+	if runtimeErr == nil && prevRuntime == errNotChecked {
+		klog.InfoS("Container runtime is ready")
+	}
 	logTransition("Container runtime network", prevNetwork, networkErr)
 }
 

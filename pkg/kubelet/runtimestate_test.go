@@ -8,11 +8,14 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
+
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 func TestRuntimeStateFollowsStatus(t *testing.T) {
 	fake := critest.NewFakeRuntimeService()
-	state := NewRuntimeState(fake, time.Hour, time.Second)
+	state := NewRuntimeState(fake, outage.New(clock.RealClock{}), time.Hour, time.Second)
 	if state.RuntimeErr() == nil {
 		t.Fatal("before the first check the runtime must not count as healthy")
 	}

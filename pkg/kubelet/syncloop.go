@@ -24,7 +24,8 @@ const (
 )
 
 // syncLoop is the kubelet's main loop (upstream's syncLoop): while the runtime is down it
-// backs off from 100 ms to 5 s and says so once; otherwise it serves one event at a time.
+// backs off from 100 ms to 5 s; otherwise it serves one event at a time. The outage gate
+// logs the outage (upstream logs "Skipping pod synchronization" on every back-off step).
 func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podUpdate) {
 	klog.InfoS("Starting kubelet main sync loop")
 	syncTicker := k.deps.Clock.NewTicker(syncTickPeriod)
@@ -36,7 +37,7 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podUpdate) {
 	for ctx.Err() == nil {
 		if err := k.deps.RuntimeState.RuntimeErr(); err != nil {
 			if !runtimeDown {
-				klog.ErrorS(err, "Skipping pod synchronization: container runtime is down")
+				klog.V(2).InfoS("Skipping pod synchronization", "err", err)
 				runtimeDown = true
 			}
 			select {
@@ -48,7 +49,7 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podUpdate) {
 			continue
 		}
 		if runtimeDown {
-			klog.InfoS("Container runtime is back: resuming pod synchronization")
+			klog.V(2).InfoS("Resuming pod synchronization")
 			runtimeDown = false
 		}
 		delay = runtimeBackOffStart

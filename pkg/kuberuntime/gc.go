@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // gcContainer is a dead container considered for removal.
@@ -158,12 +159,12 @@ func (m *Manager) removeOldestN(ctx context.Context, cs []gcContainer, n int) []
 		if cs[i].unknown {
 			id := container.BuildContainerID(m.runtimeName, cs[i].id)
 			if err := m.killContainer(ctx, nil, id, cs[i].name, "Container is in unknown state, try killing it before removal", reasonUnknown, nil, nil); err != nil {
-				klog.ErrorS(err, "Failed to stop container", "containerID", cs[i].id)
+				outage.ErrorS(err, "Failed to stop container", "containerID", cs[i].id)
 				continue
 			}
 		}
 		if err := m.removeContainer(ctx, cs[i].id); err != nil {
-			klog.ErrorS(err, "Failed to remove container", "containerID", cs[i].id)
+			outage.ErrorS(err, "Failed to remove container", "containerID", cs[i].id)
 		}
 	}
 	// Assume the removals worked, so as not to be too aggressive.
@@ -234,11 +235,11 @@ func (m *Manager) removeOldestNSandboxes(ctx context.Context, sbs []gcSandbox, n
 func (m *Manager) removeSandbox(ctx context.Context, id string) {
 	klog.V(4).InfoS("Removing sandbox", "sandboxID", id)
 	if err := m.runtime.StopPodSandbox(ctx, id); err != nil {
-		klog.ErrorS(err, "Failed to stop sandbox before removing", "sandboxID", id)
+		outage.ErrorS(err, "Failed to stop sandbox before removing", "sandboxID", id)
 		return
 	}
 	if err := m.runtime.RemovePodSandbox(ctx, id); err != nil {
-		klog.ErrorS(err, "Failed to remove sandbox", "sandboxID", id)
+		outage.ErrorS(err, "Failed to remove sandbox", "sandboxID", id)
 	}
 }
 

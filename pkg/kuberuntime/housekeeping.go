@@ -12,6 +12,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // pruneInitContainersBeforeStart keeps only the newest exited instance of each init
@@ -49,7 +50,7 @@ func (m *Manager) removeInitContainers(ctx context.Context, pod *v1.Pod, status 
 			}
 			klog.V(4).InfoS("Removing init container", "containerName", cs.Name, "containerID", cs.ID.ID, "count", seen)
 			if err := m.removeContainer(ctx, cs.ID.ID); err != nil {
-				klog.ErrorS(err, "Failed to remove pod init container", "containerName", cs.Name, "pod", klog.KObj(pod))
+				outage.ErrorS(err, "Failed to remove pod init container", "containerName", cs.Name, "pod", klog.KObj(pod))
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // KillPod stops every container of runningPod in parallel, then every sandbox. pod may be
@@ -34,7 +35,7 @@ func (m *Manager) killPodWithSyncResult(ctx context.Context, pod *v1.Pod, runnin
 	for _, sb := range runningPod.Sandboxes {
 		if err := m.runtime.StopPodSandbox(ctx, sb.ID.ID); err != nil && !cri.IsNotFound(err) {
 			sandboxResult.Fail(container.ErrKillPodSandbox, err.Error())
-			klog.ErrorS(err, "Failed to stop sandbox", "podSandboxID", sb.ID)
+			outage.ErrorS(err, "Failed to stop sandbox", "podSandboxID", sb.ID)
 		}
 	}
 	return result
@@ -61,7 +62,7 @@ func (m *Manager) killContainersWithSyncResult(ctx context.Context, pod *v1.Pod,
 			r := container.NewSyncResult(container.KillContainer, c.Name)
 			if err := m.killContainer(ctx, pod, c.ID, c.Name, "", reasonUnknown, gracePeriodOverride, ordering); err != nil {
 				r.Fail(container.ErrKillContainer, err.Error())
-				klog.ErrorS(err, "Kill container failed", "pod", klog.KRef(runningPod.Namespace, runningPod.Name),
+				outage.ErrorS(err, "Kill container failed", "pod", klog.KRef(runningPod.Namespace, runningPod.Name),
 					"podUID", runningPod.ID, "containerName", c.Name, "containerID", c.ID)
 			}
 			out[i] = r
@@ -110,7 +111,7 @@ func (m *Manager) killContainer(ctx context.Context, pod *v1.Pod, id container.C
 	klog.V(2).InfoS("Killing container with a grace period", "pod", klog.KObj(pod), "podUID", pod.UID,
 		"containerName", name, "containerID", id.String(), "gracePeriod", grace)
 	if err := m.runtime.StopContainer(ctx, id.ID, grace); err != nil && !cri.IsNotFound(err) {
-		klog.ErrorS(err, "Container termination failed with gracePeriod", "pod", klog.KObj(pod), "podUID", pod.UID,
+		outage.ErrorS(err, "Container termination failed with gracePeriod", "pod", klog.KObj(pod), "podUID", pod.UID,
 			"containerName", name, "containerID", id.String(), "gracePeriod", grace)
 		return err
 	}
@@ -158,7 +159,7 @@ func (m *Manager) executePreStopHook(ctx context.Context, pod *v1.Pod, id contai
 		defer close(done)
 		defer utilruntime.HandleCrash()
 		if _, err := m.hooks.run(hookCtx, id, pod, spec, spec.Lifecycle.PreStop); err != nil {
-			klog.ErrorS(err, "PreStop hook failed", "pod", klog.KObj(pod), "podUID", pod.UID,
+			outage.ErrorS(err, "PreStop hook failed", "pod", klog.KObj(pod), "podUID", pod.UID,
 				"containerName", spec.Name, "containerID", id.String())
 			// The hook's output stays out of the event: it may hold secrets.
 			m.recordContainerEvent(pod, spec, id.ID, v1.EventTypeWarning, eventFailedPreStopHook, "PreStopHook failed")

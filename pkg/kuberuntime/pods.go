@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // GetPods lists the pods found in the runtime, grouped by the pod UID of their sandbox
@@ -89,7 +90,7 @@ func (m *Manager) listSandboxes(ctx context.Context, all bool) ([]*runtimeapi.Po
 	}
 	sandboxes, err := m.runtime.ListPodSandbox(ctx, filter)
 	if err != nil {
-		klog.ErrorS(err, "Failed to list pod sandboxes")
+		outage.ErrorS(err, "Failed to list pod sandboxes")
 		return nil, err
 	}
 	return sandboxes, nil
@@ -102,7 +103,7 @@ func (m *Manager) listContainers(ctx context.Context, all bool) ([]*runtimeapi.C
 	}
 	containers, err := m.runtime.ListContainers(ctx, filter)
 	if err != nil {
-		klog.ErrorS(err, "ListContainers failed")
+		outage.ErrorS(err, "ListContainers failed")
 		return nil, err
 	}
 	return containers, nil
@@ -163,7 +164,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	}
 	status.ContainerStatuses, err = m.podContainerStatuses(ctx, uid)
 	if err != nil {
-		klog.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
+		outage.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
 		return nil, err
 	}
 	return status, nil
@@ -199,7 +200,7 @@ func (m *Manager) sandboxIDsOfPod(ctx context.Context, uid types.UID) ([]string,
 		LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: string(uid)},
 	})
 	if err != nil {
-		klog.ErrorS(err, "Failed to list sandboxes for pod", "podUID", uid)
+		outage.ErrorS(err, "Failed to list sandboxes for pod", "podUID", uid)
 		return nil, err
 	}
 	sort.SliceStable(sandboxes, func(i, j int) bool { return sandboxes[i].CreatedAt > sandboxes[j].CreatedAt })

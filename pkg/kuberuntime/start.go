@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // startContainer pulls the image, creates and starts the container, links its log for log
@@ -220,11 +221,11 @@ func (m *Manager) runPostStartHook(ctx context.Context, pod *v1.Pod, c *v1.Conta
 	if err == nil {
 		return "", nil
 	}
-	klog.ErrorS(err, "Failed to execute PostStartHook", "pod", klog.KObj(pod), "podUID", pod.UID, "containerName", c.Name, "containerID", cid.String())
+	outage.ErrorS(err, "Failed to execute PostStartHook", "pod", klog.KObj(pod), "podUID", pod.UID, "containerName", c.Name, "containerID", cid.String())
 	// The hook's output stays out of the event (it may hold secrets); it is in the result.
 	m.recordContainerEvent(pod, c, id, v1.EventTypeWarning, eventFailedPostStartHook, "PostStartHook failed")
 	if err := m.killContainer(ctx, pod, cid, c.Name, "FailedPostStartHook", reasonFailedPostStartHook, nil, nil); err != nil {
-		klog.ErrorS(err, "Failed to kill container", "pod", klog.KObj(pod), "podUID", pod.UID, "containerName", c.Name, "containerID", cid.String())
+		outage.ErrorS(err, "Failed to kill container", "pod", klog.KObj(pod), "podUID", pod.UID, "containerName", c.Name, "containerID", cid.String())
 	}
 	return msg, container.ErrPostStartHook
 }

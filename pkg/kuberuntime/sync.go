@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // SyncPod makes the runtime match pod, in upstream's steps:
@@ -89,7 +90,7 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, status *containe
 		killResult := m.killPodWithSyncResult(ctx, pod, container.ConvertPodStatusToRunningPod(m.runtimeName, status), nil)
 		result.AddPodSyncResult(killResult)
 		if err := killResult.Error(); err != nil {
-			klog.ErrorS(err, "killPodWithSyncResult failed")
+			outage.ErrorS(err, "killPodWithSyncResult failed")
 			return false
 		}
 		if changes.CreateSandbox {
@@ -103,7 +104,7 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, status *containe
 		result.AddSyncResult(killResult)
 		if err := m.killContainer(ctx, pod, id, info.name, info.message, info.reason, nil, nil); err != nil {
 			killResult.Fail(container.ErrKillContainer, err.Error())
-			klog.ErrorS(err, "killContainer for pod failed", "containerName", info.name, "containerID", id, "pod", klog.KObj(pod))
+			outage.ErrorS(err, "killContainer for pod failed", "containerName", info.name, "containerID", id, "pod", klog.KObj(pod))
 			return false
 		}
 	}
@@ -145,7 +146,7 @@ func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt
 			return "", nil, false
 		}
 		createResult.Fail(container.ErrCreatePodSandbox, msg)
-		klog.ErrorS(err, "CreatePodSandbox for pod failed", "pod", klog.KObj(pod))
+		outage.ErrorS(err, "CreatePodSandbox for pod failed", "pod", klog.KObj(pod))
 		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedCreatePodSandbox, "Failed to create pod sandbox: %v", err)
 		return "", nil, false
 	}
@@ -154,7 +155,7 @@ func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt
 	resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
 	if err != nil {
 		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedStatusPodSandbox, "Unable to get pod sandbox status: %v", err)
-		klog.ErrorS(err, "Failed to get pod sandbox status; Skipping pod", "pod", klog.KObj(pod))
+		outage.ErrorS(err, "Failed to get pod sandbox status; Skipping pod", "pod", klog.KObj(pod))
 		result.Fail(err)
 		return "", nil, false
 	}

@@ -19,6 +19,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 const (
@@ -93,7 +95,7 @@ func (m *ContainerLogManager) Start(ctx context.Context) {
 	klog.InfoS("Starting container log rotation", "maxSize", m.maxSize, "maxFiles", m.maxFiles, "monitorPeriod", m.monitorInterval)
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := m.rotateLogs(ctx); err != nil {
-			klog.ErrorS(err, "Failed to rotate container logs")
+			outage.ErrorS(err, "Failed to rotate container logs")
 		}
 	}, m.monitorInterval)
 }

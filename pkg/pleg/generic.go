@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podcache"
 )
 
@@ -148,11 +149,17 @@ func (g *GenericPLEG) lastRelistTime() time.Time {
 }
 
 // Relist lists the runtime's pods, sends events for the containers whose state changed
-// and refreshes the cache for the pods they belong to.
+// and refreshes the cache for the pods they belong to. While the runtime is known to be
+// down it does nothing: every call would fail, and the first relist after the outage
+// catches up.
 func (g *GenericPLEG) Relist() {
 	g.relistMu.Lock()
 	defer g.relistMu.Unlock()
 	ctx := context.Background()
+	if outage.Down() {
+		klog.V(5).InfoS("GenericPLEG: Runtime is down, not relisting")
+		return
+	}
 	klog.V(5).InfoS("GenericPLEG: Relisting")
 
 	if last := g.lastRelistTime(); !last.IsZero() {
@@ -163,7 +170,7 @@ func (g *GenericPLEG) Relist() {
 
 	pods, err := g.runtime.GetPods(ctx, true)
 	if err != nil {
-		klog.ErrorS(err, "GenericPLEG: Unable to retrieve pods")
+		outage.ErrorS(err, "GenericPLEG: Unable to retrieve pods")
 		return
 	}
 	g.lastRelist.Store(&timestamp)
@@ -262,7 +269,7 @@ func (g *GenericPLEG) updateCache(ctx context.Context, pod *container.Pod, uid t
 		err = errors.New("runtime returned no pod status")
 	}
 	if err != nil {
-		klog.ErrorS(err, "PLEG: Write status", "pod", podRef(pod, uid))
+		outage.ErrorS(err, "PLEG: Write status", "pod", podRef(pod, uid))
 	} else {
 		klog.V(4).InfoS("PLEG: Write status", "pod", podRef(pod, uid))
 		status.IPs = g.keepPodIPs(uid, status)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podcache"
 )
 
@@ -328,7 +329,7 @@ func (p *PodWorkers) completeWork(uid types.UID, s *podState, w work, err error)
 	case errors.Is(err, ErrBackOffWait):
 		p.queue.Enqueue(uid, retryBackOffPeriod)
 	case err != nil:
-		klog.ErrorS(err, "Error syncing pod, skipping", "pod", podName(w), "podUID", uid)
+		outage.ErrorS(err, "Error syncing pod, skipping", "pod", podName(w), "podUID", uid)
 		p.queue.Enqueue(uid, wait.Jitter(backOffPeriod, backOffJitterFactor))
 	case w.phase == TerminatedPod:
 		s.finished = true

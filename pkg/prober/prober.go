@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/prober/probe"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 )
@@ -45,6 +46,11 @@ func (pb *prober) probe(ctx context.Context, kind probeType, spec *v1.Probe, pod
 	logger := klog.FromContext(ctx)
 	result, output, err := pb.runWithRetries(ctx, spec, pod, status, c, id)
 	if err != nil {
+		if spec.Exec != nil && outage.Down() {
+			// The runtime went down under the probe: the gate has said so, once.
+			logger.V(3).Info("Probe errored while the container runtime is down", "err", err)
+			return results.Failure, err
+		}
 		logger.V(1).Info("Probe errored", "probeResult", result, "err", err)
 		pb.event(pod, c, v1.EventTypeWarning, eventUnhealthy, fmt.Sprintf("%s probe errored and resulted in %s state: %s", kind, result, err))
 		return results.Failure, err

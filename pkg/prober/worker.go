@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 )
 
@@ -243,6 +244,12 @@ func (w *worker) doProbe() (keepGoing bool) {
 		return false
 	}
 	if !w.shouldProbe(c) {
+		return true
+	}
+	if w.spec.Exec != nil && outage.Down() {
+		// An exec probe runs in the runtime, which is down: no verdict either way, as for
+		// a probe that could not run. Network probes go on: they reach the pod directly.
+		logger.V(3).Info("Container runtime is down, exec probe skipped")
 		return true
 	}
 	start := w.m.clock.Now()

@@ -22,9 +22,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/podvalidation"
 )
 
-// maxConfigLength bounds a manifest file or URL body, as upstream does.
-const maxConfigLength = 10 << 20
-
 // podDecoder decodes v1 Pods and PodLists only. It is lenient like upstream's decoder:
 // unknown fields are dropped, a missing kind or an unknown apiVersion is an error.
 var podDecoder = func() runtime.Decoder {
@@ -94,10 +91,14 @@ func decodeObject(data []byte) (runtime.Object, error) {
 	return obj, err
 }
 
+// maxNameInError bounds a kind or apiVersion quoted from a manifest.
+const maxNameInError = 64
+
 // notKind says what a manifest holds instead of the wanted kind.
 func notKind(obj runtime.Object, want string) string {
 	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
-	return fmt.Sprintf("kind %q of apiVersion %q is not a v1 %s", kind, apiVersion, want)
+	return fmt.Sprintf("kind %s of apiVersion %s is not a v1 %s",
+		podvalidation.QuoteBounded(kind, maxNameInError), podvalidation.QuoteBounded(apiVersion, maxNameInError), want)
 }
 
 // yamlDocuments counts the YAML documents in data that hold more than comments. The
@@ -138,7 +139,7 @@ func prepareStaticPod(pod *v1.Pod, defaulter staticPodDefaulter) error {
 		return err
 	}
 	if errs := podvalidation.ValidatePod(pod); len(errs) > 0 {
-		return fmt.Errorf("invalid pod: %v", errs)
+		return fmt.Errorf("invalid pod: %s", podvalidation.Summary(errs))
 	}
 	resource, err := podvalidation.APIObjectReference(pod)
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
-	utilio "k8s.io/utils/io"
 )
 
 const (
@@ -48,7 +47,12 @@ const (
 // What counts as a manifest: in a directory, every entry whose name does not start with
 // "." (subdirectories are not read); one pod per file, YAML or JSON. A file that cannot
 // be read, decoded or validated is reported once and left out of the set, so its pod
-// goes away, while the other files are unaffected; once fixed it is read again. Upstream
+// goes away, while the other files are unaffected; once fixed it is read again. A file
+// is read and decoded only when it changed: when its inode, size, mode, modification or
+// change time differ from those of its last read, or a watch event names it. A relist
+// of an unchanged directory therefore only lists and stats it, and a bad file is
+// reported again only when it changes. A file over 3 MiB is refused without being read
+// (upstream reads up to 10 MiB). Upstream
 // keeps the last good pod of a file that turned bad until its next re-list; nodelet drops
 // it as soon as the watch sees the change, so the set after an event is always what a
 // re-list would produce. Watch events are applied once the directory has been quiet for
@@ -75,9 +79,17 @@ type sourceFile struct {
 
 	// manifests holds the pod read from each good manifest file, by file path.
 	manifests map[string]*v1.Pod
+	// files remembers what each manifest file held when last read, so that a relist
+	// reads and decodes only the files that changed; seen are the files the current
+	// relist has met, the others are forgotten at its end.
+	files map[string]*manifestFile
+	seen  sets.Set[string]
 	// lastSent is the last SET sent; nil before the first one.
 	lastSent []*v1.Pod
 	problems *problemLog
+
+	// open opens a manifest file to read it; tests count the calls.
+	open func(path string) (*os.File, error)
 
 	watch dirWatcher
 	// watched is the directory the watch is on, to notice when the path (a symlink)
@@ -105,6 +117,9 @@ func newSourceFile(path string, nodeName types.NodeName, period time.Duration, u
 		period:      positiveOr(period, defaultCheckPeriod),
 		updates:     updates,
 		manifests:   make(map[string]*v1.Pod),
+		files:       make(map[string]*manifestFile),
+		open:        os.Open,
+		seen:        sets.New[string](),
 		problems:    newProblemLog(),
 		newWatcher:  newDirWatcher,
 		watchRetry:  watchRetryPeriod,
@@ -241,6 +256,8 @@ func (s *sourceFile) relist(ctx context.Context) {
 	s.rewatchIfRetargeted()
 	s.problems.startPass()
 	defer s.problems.endPass()
+	s.seen = sets.New[string]()
+	defer s.forgetUnseenFiles()
 
 	info, err := os.Stat(s.path)
 	switch {
@@ -259,7 +276,7 @@ func (s *sourceFile) relist(ctx context.Context) {
 		s.manifests = manifests
 	case info.Mode().IsRegular():
 		s.manifests = make(map[string]*v1.Pod)
-		s.readManifest(s.manifests, s.path)
+		s.readManifest(s.manifests, s.path, info)
 	default:
 		s.problems.report(s.path, errors.New("path is not a directory or file"), "Unable to read config path", "path", s.path)
 		return
@@ -283,68 +300,113 @@ func (s *sourceFile) readDir() (map[string]*v1.Pod, error) {
 	return manifests, nil
 }
 
-// readEntry reads one directory entry, following symlinks like upstream's os.Stat.
+// readEntry reads one directory entry, following symlinks like upstream's os.Stat. An
+// entry removed since the directory was listed is not a problem.
 func (s *sourceFile) readEntry(into map[string]*v1.Pod, path string) {
 	info, err := os.Stat(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && !exists(path):
+		delete(into, path)
 	case err != nil:
 		s.problems.report(path, err, "Could not get metadata", "path", path)
 	case info.IsDir():
 		s.problems.report(path, nil, "Provided manifest path is a directory, not recursing into manifest path", "path", path)
 	case info.Mode().IsRegular():
-		s.readManifest(into, path)
+		s.readManifest(into, path, info)
 	default:
 		s.problems.report(path, nil, "Manifest path is not a directory or file", "path", path, "mode", info.Mode())
 	}
 }
 
-// readManifest stores the pod of a good manifest in into, or reports the manifest and
-// drops it from into.
-func (s *sourceFile) readManifest(into map[string]*v1.Pod, path string) {
-	pod, err := s.extractFromFile(path)
-	if err != nil {
-		delete(into, path)
-		if !errors.Is(err, fs.ErrNotExist) { // deleted since listed: not a problem
-			s.problems.report(path, err, "Could not process manifest file", "path", path)
-		}
-		return
-	}
-	into[path] = pod
-	s.problems.resolve(path)
+// exists reports whether the entry itself (not what a symlink names) is there.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
-// extractFromFile decodes one manifest (upstream's extractFromFile).
-func (s *sourceFile) extractFromFile(path string) (*v1.Pod, error) {
+// readManifest stores the pod of a good manifest in into, or reports the manifest and
+// drops it from into. info is the file's stat: when it shows the same version of the
+// file as last time, what was made of it then is used again without reading it.
+func (s *sourceFile) readManifest(into map[string]*v1.Pod, path string, info os.FileInfo) {
+	s.seen.Insert(path)
+	mf := s.files[path]
+	if mf == nil || mf.stale(info) {
+		mf = s.loadManifest(path)
+		if mf == nil { // deleted since listed
+			delete(s.files, path)
+			delete(into, path)
+			return
+		}
+		s.files[path] = mf
+	}
+	if mf.err != nil {
+		delete(into, path)
+		s.problems.report(path, mf.err, "Could not process manifest file", "path", path)
+		return
+	}
+	into[path] = mf.pod
+	s.problems.resolve(path)
+	s.reportIgnoredDocuments(path, mf.documents)
+}
+
+// loadManifest reads and decodes one manifest file (upstream's extractFromFile); nil
+// means the file is gone. The result is remembered under the stamp of the file that was
+// actually read, taken before reading: a write during the read changes the stamp, so the
+// file is read again next time.
+func (s *sourceFile) loadManifest(path string) *manifestFile {
 	klog.V(3).InfoS("Reading config file", "path", path)
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	f, err := s.open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil { // read again next relist
+		return &manifestFile{err: boundError(err), recheckAfter: time.Now()}
 	}
 	defer f.Close()
-	data, err := utilio.ReadAtMost(f, maxConfigLength)
+	info, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return &manifestFile{err: boundError(err), recheckAfter: time.Now()}
+	}
+	mf := &manifestFile{stamp: stampOf(info)}
+	if s.watch == nil { // with a watch, its event says when the file changes again
+		mf.recheckAfter = racyRecheck(mf.stamp)
+	}
+	data, err := readManifestData(f, info.Size())
+	if err != nil {
+		mf.err = boundError(err)
+		return mf
 	}
 	defaulter := func(pod *v1.Pod) error { return applyDefaults(pod, path, true, s.nodeName) }
 	parsed, pod, err := decodeSinglePod(data, defaulter)
-	if !parsed {
-		return nil, fmt.Errorf("%v: couldn't parse as pod(%v), please check config file", path, err)
+	switch {
+	case !parsed:
+		mf.err = boundError(fmt.Errorf("%v: couldn't parse as pod(%v), please check config file", path, err))
+	case err != nil:
+		mf.err = boundError(err)
+	default:
+		mf.pod, mf.documents = pod, yamlDocuments(data)
 	}
-	if err == nil {
-		s.reportIgnoredDocuments(path, data)
-	}
-	return pod, err
+	return mf
 }
 
 // reportIgnoredDocuments says once that a manifest holds more documents than the one
 // pod that is read from it (upstream drops them without a word).
-func (s *sourceFile) reportIgnoredDocuments(path string, data []byte) {
+func (s *sourceFile) reportIgnoredDocuments(path string, documents int) {
 	key := "documents:" + path
-	if n := yamlDocuments(data); n > 1 {
-		s.problems.report(key, nil, "Manifest file holds more than one YAML document, only the first is used", "path", path, "documents", n)
+	if documents > 1 {
+		s.problems.report(key, nil, "Manifest file holds more than one YAML document, only the first is used", "path", path, "documents", documents)
 		return
 	}
 	s.problems.resolve(key)
+}
+
+// forgetUnseenFiles drops what is remembered of files the last relist did not meet.
+func (s *sourceFile) forgetUnseenFiles() {
+	for path := range s.files {
+		if !s.seen.Has(path) {
+			delete(s.files, path)
+		}
+	}
 }
 
 // queue records what an event asks to read again, and reports whether it asked for
@@ -352,7 +414,9 @@ func (s *sourceFile) reportIgnoredDocuments(path string, data []byte) {
 func (s *sourceFile) queue(ev watchEvent) bool {
 	switch {
 	case ev.op == opRescan:
+		// Events were lost: a file may have changed without its stamp showing it.
 		s.relistDue = true
+		s.files = make(map[string]*manifestFile)
 	case !s.concerns(ev.path):
 		return false
 	case ev.op == opCreated && isRegularFile(ev.path):
@@ -419,15 +483,17 @@ func (s *sourceFile) concerns(path string) bool {
 }
 
 // refreshEntry reads one entry again, whatever happened to it: written, created,
-// replaced, or gone.
+// replaced, or gone. The event says it changed, so what was remembered of it goes even
+// if its stamp looks the same (a write within the same clock tick, of the same size).
 func (s *sourceFile) refreshEntry(path string) {
+	delete(s.files, path)
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		delete(s.manifests, path)
 		s.problems.resolve(path)
 	case err == nil && info.Mode().IsRegular():
-		s.readManifest(s.manifests, path)
+		s.readManifest(s.manifests, path, info)
 	default:
 		// Directories and odd entries are reported by the next relist.
 		delete(s.manifests, path)

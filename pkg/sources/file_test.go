@@ -66,15 +66,31 @@ type fileSourceTest struct {
 	updates chan interface{}
 	reports *reports
 	watched chan string
+
+	mu    sync.Mutex
+	reads map[string]int // how often each file was opened to be read
+}
+
+// readsOf returns how often the source opened path to read it.
+func (ft *fileSourceTest) readsOf(path string) int {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	return ft.reads[path]
 }
 
 // startFileSource runs a file source on path; watch=false disables inotify so that only
 // the relist can see changes.
 func startFileSource(t *testing.T, path string, period time.Duration, watch bool) *fileSourceTest {
 	t.Helper()
-	ft := &fileSourceTest{t: t, updates: make(chan interface{}, 100), reports: &reports{}, watched: make(chan string, 10)}
+	ft := &fileSourceTest{t: t, updates: make(chan interface{}, 100), reports: &reports{}, watched: make(chan string, 10), reads: map[string]int{}}
 	s := newSourceFile(path, "node1", period, ft.updates)
 	s.problems.logError = ft.reports.log
+	s.open = func(path string) (*os.File, error) {
+		ft.mu.Lock()
+		ft.reads[path]++
+		ft.mu.Unlock()
+		return os.Open(path)
+	}
 	s.watchRetry = 20 * time.Millisecond
 	s.newWatcher = func(dir string) (dirWatcher, error) {
 		if !watch {

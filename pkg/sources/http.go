@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -11,10 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	utilio "k8s.io/utils/io"
+
+	"github.com/nodelet/nodelet/pkg/podvalidation"
 )
 
 // httpTimeout bounds one GET; a timed out GET is simply retried next period.
 const httpTimeout = 10 * time.Second
+
+// maxBodyInError is how much of a body that is not a pod an error quotes.
+const maxBodyInError = 200
 
 // NewSourceURL starts reading static pods from url every period (upstream's http
 // source): a GET with header, whose body is one Pod or a PodList, YAML or JSON. A body
@@ -115,7 +121,7 @@ func (s *sourceURL) extractFromURL(ctx context.Context) error {
 		return s.dataErr
 	}
 	s.data = data
-	s.dataErr = s.sendPods(ctx, data)
+	s.dataErr = boundError(s.sendPods(ctx, data))
 	return s.dataErr
 }
 
@@ -139,7 +145,7 @@ func (s *sourceURL) sendPods(ctx context.Context, data []byte) error {
 		return nil
 	}
 	return fmt.Errorf("%v: received '%v', but couldn't parse as single (%v) or multiple pods (%v)",
-		s.url, string(data), singleErr, listErr)
+		s.url, podvalidation.Truncate(string(data), maxBodyInError), singleErr, listErr)
 }
 
 // get returns the body of a 200 response.
@@ -156,14 +162,17 @@ func (s *sourceURL) get(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	data, err := utilio.ReadAtMost(resp.Body, maxConfigLength)
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%v: %v", s.url, resp.Status)
 	}
-	return data, nil
+	if resp.ContentLength > maxManifestSize {
+		return nil, fmt.Errorf("%v: %w", s.url, tooLarge("body", resp.ContentLength))
+	}
+	data, err := utilio.ReadAtMost(resp.Body, maxManifestSize)
+	if errors.Is(err, utilio.ErrLimitReached) {
+		return nil, fmt.Errorf("%v: body is %w", s.url, errTooLarge)
+	}
+	return data, err
 }
 
 func (s *sourceURL) send(ctx context.Context, pods []*v1.Pod) {

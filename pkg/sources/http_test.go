@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -306,5 +307,36 @@ func TestURLSourceGoodBodyAfterAnEmptyOneIsSentAgain(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pods %v after the good body came back", podNames(pods))
 		}
+	}
+}
+
+func TestURLSourceRefusesLargeBodies(t *testing.T) {
+	body := strings.Repeat("x", maxManifestSize+1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sized" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		} // else chunked, with no length: the limit is found while reading
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/sized":   "body is 3.0 MiB (3145729 bytes), larger than the 3 MiB limit for a manifest",
+		"/chunked": "body is larger than the 3 MiB limit for a manifest",
+	} {
+		s := newSourceURL(srv.URL+path, nil, "node1", make(chan interface{}, 1))
+		err := s.extractFromURL(context.Background())
+		if err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: got %v, want …%s", path, err, want)
+		}
+	}
+}
+
+func TestURLSourceErrorsQuoteLittleOfTheBody(t *testing.T) {
+	m := newManifestServer(t)
+	m.serve(http.StatusOK, "just: "+strings.Repeat("text ", 100000))
+	s := newSourceURL(m.URL, nil, "node1", make(chan interface{}, 1))
+	err := s.extractFromURL(context.Background())
+	if err == nil || len(err.Error()) > maxErrorBytes+40 || !strings.Contains(err.Error(), "received 'just: text text") {
+		t.Fatalf("got %d bytes: %v", len(fmt.Sprint(err)), err)
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// problemLog reports each problem once: a bad manifest is re-read every relist, and
+// problemLog reports each problem once: a relist meets every bad entry again, and
 // upstream logs the same error every time. A problem is reported again only when its
-// message changes, or after it went away and came back.
+// message changes, or after it went away and came back. Messages are bounded by their
+// makers (see boundError), so what is kept here is small.
 type problemLog struct {
 	// logError defaults to klog.ErrorS; tests replace it.
 	logError func(err error, msg string, keysAndValues ...interface{})

@@ -285,8 +285,11 @@ func TestRuntimeOutageIsSurvived(t *testing.T) {
 		t.Errorf("the outage changed containers:\nbefore %v\nafter  %v", before, after)
 	}
 	out := s.out.String()
-	if n := strings.Count(out, "Skipping pod synchronization"); n != 1 {
-		t.Errorf("the loop logged the outage %d times, want once", n)
+	if n := strings.Count(out, `"Container runtime is not ready"`); n != 1 {
+		t.Errorf("the outage's start was logged %d times, want once", n)
+	}
+	if n := strings.Count(out, `"Container runtime is ready" downFor=`); n != 1 {
+		t.Errorf("the outage's end was logged %d times, want once", n)
 	}
 }
 
