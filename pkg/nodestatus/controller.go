@@ -233,4 +233,3 @@ func (c *Controller) Run(ctx context.Context) {
 	go c.runLease(ctx)
 	<-ctx.Done()
 }
-
