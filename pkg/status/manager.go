@@ -94,6 +94,8 @@ type manager struct {
 	// apiVersions is the last version the syncer acknowledged, per pod. Only the sync
 	// goroutine touches it.
 	apiVersions map[types.UID]uint64
+	// failures counts failed updates since the last pass without one.
+	failures int
 }
 
 // NewManager returns an empty manager; syncer may be nil (standalone).

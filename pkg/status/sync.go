@@ -40,10 +40,12 @@ func (m *manager) syncLoop(ctx context.Context) {
 // acknowledgements of pods no longer cached. Returns how many were offered.
 func (m *manager) syncBatch(ctx context.Context, all bool) int {
 	pending := m.unacknowledged(all)
+	failed := 0
 	for _, u := range pending {
 		forget, err := m.syncer.SyncPodStatus(ctx, u)
 		if err != nil {
-			klog.InfoS("Failed to update status for pod", "pod", klog.KRef(u.Namespace, u.Name), "podUID", u.UID, "err", err)
+			failed++
+			m.logSyncFailure(u, err)
 			continue
 		}
 		m.apiVersions[u.UID] = u.Version
@@ -51,7 +53,22 @@ func (m *manager) syncBatch(ctx context.Context, all bool) int {
 			m.forget(u.UID)
 		}
 	}
+	if failed == 0 && m.failures > 0 {
+		klog.InfoS("Pod statuses reach the API server again", "failedUpdates", m.failures)
+		m.failures = 0
+	}
 	return len(pending)
+}
+
+// logSyncFailure logs the first failed update of a run of failures (an API outage fails
+// every pod's update on every pass) and the rest at V(2).
+func (m *manager) logSyncFailure(u PodStatusUpdate, err error) {
+	m.failures++
+	if m.failures == 1 {
+		klog.InfoS("Failed to update status for pod", "pod", klog.KRef(u.Namespace, u.Name), "podUID", u.UID, "err", err)
+		return
+	}
+	klog.V(2).InfoS("Failed to update status for pod", "pod", klog.KRef(u.Namespace, u.Name), "podUID", u.UID, "err", err)
 }
 
 // forget drops a pod's status once the API server is done with it (upstream's

@@ -131,8 +131,13 @@ func (c *clusterNode) createNamespace(t *testing.T) {
 	if _, err := c.admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// No controller manager race: the default service account may come late, and pods of
-	// these tests do not mount its token.
+	// Pods need the namespace's default service account to exist (the ServiceAccount
+	// admission plugin looks it up). The controller manager creates it, but may lag (after
+	// an API outage, say), so the test creates it if it is not there yet.
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: c.namespace}}
+	if _, err := c.admin.CoreV1().ServiceAccounts(c.namespace).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 }
 
 // restart stops nodelet (SIGKILL when hard) and starts it again with the same arguments.
