@@ -216,8 +216,8 @@ func (c *clusterNode) nodeReady(t *testing.T) error {
 	return fmt.Errorf("no Ready condition yet")
 }
 
-// testPod is a busybox pod pinned to this node (the scheduler only binds it; tests
-// running after each other never see each other's pods).
+// testPod is a busybox pod bound to this node by its nodeName, so that the test depends
+// on the scheduler only where it says so (the Deployment test).
 func (c *clusterNode) testPod(name string, command ...string) *v1.Pod {
 	if len(command) == 0 {
 		command = []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}
@@ -227,7 +227,7 @@ func (c *clusterNode) testPod(name string, command ...string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.namespace, Labels: map[string]string{"app": name}},
 		Spec: v1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": c.name},
+			NodeName:                      c.name,
 			AutomountServiceAccountToken:  &no,
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []v1.Container{{

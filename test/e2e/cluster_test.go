@@ -103,7 +103,7 @@ func checkNodeObject(t *testing.T, node *v1.Node, name string) {
 	}
 }
 
-func TestClusterDeploymentRollsAndDeletedPodGoesGracefully(t *testing.T) {
+func TestClusterDeploymentBecomesAvailableAndRolls(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
 	ctx := context.Background()
@@ -120,6 +120,9 @@ func TestClusterDeploymentRollsAndDeletedPodGoesGracefully(t *testing.T) {
 		ProbeHandler:  v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}},
 		PeriodSeconds: 1,
 	}
+	// Through the scheduler: the replicas are placed by its node selector.
+	dep.Spec.Template.Spec.NodeName = ""
+	dep.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": c.name}
 	if _, err := c.admin.AppsV1().Deployments(c.namespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +252,7 @@ func TestClusterAdmissionDeadlineAndTerminalPhases(t *testing.T) {
 	big := c.testPod("too-big")
 	cpu := node.Status.Allocatable[v1.ResourceCPU]
 	cpu.Add(resource.MustParse("1"))
-	// Bound directly: the scheduler would never place it here.
-	big.Spec.NodeName, big.Spec.NodeSelector = c.name, nil
+	// Bound directly (testPod does so): the scheduler would never place it here.
 	big.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: cpu}
 	c.createPod(t, big)
 
@@ -569,75 +571,6 @@ func bootstrapTokenID(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
-// TestClusterAPIServerOutage stops kube-apiserver for a minute while pods run: nothing
-// restarts, and once it is back the node is Ready and statuses converge within 10 s.
-func TestClusterAPIServerOutage(t *testing.T) {
-	c := startClusterNode(t, clusterOptions{})
-	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
-	c.createPod(t, c.testPod("steady"))
-	flag := t.TempDir()
-	exiter := c.testPod("exiter", "sh", "-c", "while [ ! -e /flag/exit ]; do sleep 0.2; done; exit 7")
-	exiter.Spec.RestartPolicy = v1.RestartPolicyNever
-	exiter.Spec.Volumes = []v1.Volume{{Name: "flag", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: flag}}}}
-	exiter.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "flag", MountPath: "/flag"}}
-	c.createPod(t, exiter)
-	eventually(t, 20*time.Second, "pods Ready", func() error {
-		if err := c.podReady("steady"); err != nil {
-			return err
-		}
-		return c.podReady("exiter")
-	})
-	before := c.containerIDs(t, "steady")
-	node, _ := c.node(t)
-	readySince := nodeCondition(node, v1.NodeReady).LastTransitionTime
-
-	controlPlane(t, "stop-apiserver")
-	stopped := true
-	defer func() {
-		if stopped {
-			controlPlane(t, "start-apiserver")
-		}
-	}()
-	outage := 60 * time.Second
-	if s := os.Getenv("NODELET_E2E_OUTAGE"); s != "" {
-		outage, _ = time.ParseDuration(s)
-	}
-	time.Sleep(outage / 2)
-	if err := os.WriteFile(filepath.Join(flag, "exit"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(outage / 2)
-	if c.healthz() != 200 {
-		t.Errorf("nodelet unhealthy during the API outage")
-	}
-	controlPlane(t, "start-apiserver")
-	stopped = false
-	back := time.Now()
-
-	took := eventually(t, 10*time.Second, "exited container's status in the API", func() error {
-		p, err := c.getPod("exiter")
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != v1.PodFailed {
-			return fmt.Errorf("phase %s", p.Status.Phase)
-		}
-		return nil
-	})
-	t.Logf("status converged %v after the API server came back", took)
-	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
-	node, _ = c.node(t)
-	if got := nodeCondition(node, v1.NodeReady).LastTransitionTime; !got.Equal(&readySince) {
-		t.Errorf("Ready condition changed during the outage (transition at %v, outage ended %v)", got, back)
-	}
-	if after := c.containerIDs(t, "steady"); !sameIDs(before, after) {
-		t.Errorf("steady pod's containers changed across the outage: %v -> %v", before, after)
-	}
-	if p, _ := c.getPod("steady"); p.Status.ContainerStatuses[0].RestartCount != 0 {
-		t.Errorf("steady pod restarted %d times", p.Status.ContainerStatuses[0].RestartCount)
-	}
-}
-
 func nodeCondition(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
 	for _, c := range n.Status.Conditions {
 		if c.Type == t {
@@ -741,5 +674,75 @@ func TestClusterReadinessGateTurnsReady(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the gate's condition was dropped: %+v", p.Status.Conditions)
+	}
+}
+
+// TestClusterAPIServerOutage (last of the cluster tests: the control plane's own
+// controllers take a while to recover from the outage) stops kube-apiserver for a minute while pods run: nothing
+// restarts, and once it is back the node is Ready and statuses converge within 10 s.
+func TestClusterAPIServerOutage(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.testPod("steady"))
+	flag := t.TempDir()
+	exiter := c.testPod("exiter", "sh", "-c", "while [ ! -e /flag/exit ]; do sleep 0.2; done; exit 7")
+	exiter.Spec.RestartPolicy = v1.RestartPolicyNever
+	exiter.Spec.Volumes = []v1.Volume{{Name: "flag", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: flag}}}}
+	exiter.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "flag", MountPath: "/flag"}}
+	c.createPod(t, exiter)
+	eventually(t, 20*time.Second, "pods Ready", func() error {
+		if err := c.podReady("steady"); err != nil {
+			return err
+		}
+		return c.podReady("exiter")
+	})
+	before := c.containerIDs(t, "steady")
+	node, _ := c.node(t)
+	readySince := nodeCondition(node, v1.NodeReady).LastTransitionTime
+
+	controlPlane(t, "stop-apiserver")
+	stopped := true
+	defer func() {
+		if stopped {
+			controlPlane(t, "start-apiserver")
+		}
+	}()
+	outage := 60 * time.Second
+	if s := os.Getenv("NODELET_E2E_OUTAGE"); s != "" {
+		outage, _ = time.ParseDuration(s)
+	}
+	time.Sleep(outage / 2)
+	if err := os.WriteFile(filepath.Join(flag, "exit"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(outage / 2)
+	if c.healthz() != 200 {
+		t.Errorf("nodelet unhealthy during the API outage")
+	}
+	controlPlane(t, "start-apiserver")
+	stopped = false
+	back := time.Now()
+
+	took := eventually(t, 10*time.Second, "exited container's status in the API", func() error {
+		p, err := c.getPod("exiter")
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != v1.PodFailed {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	t.Logf("status converged %v after the API server came back", took)
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	node, _ = c.node(t)
+	if got := nodeCondition(node, v1.NodeReady).LastTransitionTime; !got.Equal(&readySince) {
+		t.Errorf("Ready condition changed during the outage (transition at %v, outage ended %v)", got, back)
+	}
+	if after := c.containerIDs(t, "steady"); !sameIDs(before, after) {
+		t.Errorf("steady pod's containers changed across the outage: %v -> %v", before, after)
+	}
+	if p, _ := c.getPod("steady"); p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("steady pod restarted %d times", p.Status.ContainerStatuses[0].RestartCount)
 	}
 }
