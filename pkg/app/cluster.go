@@ -92,10 +92,10 @@ func (c *cluster) mirrorClient(nodeName string, node *nodestatus.Controller) *mi
 			return "", err
 		}
 		if n.UID == "" {
-			return "", fmt.Errorf("node %q is not registered yet", nodeName)
+			return "", fmt.Errorf("%w: node %q is not registered yet", mirror.ErrNoNode, nodeName)
 		}
 		if n.DeletionTimestamp != nil {
-			return "", fmt.Errorf("node %q is being deleted", nodeName)
+			return "", fmt.Errorf("%w: node %q is being deleted", mirror.ErrNoNode, nodeName)
 		}
 		return n.UID, nil
 	})

@@ -2,11 +2,13 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/mirror"
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/sources"
 )
@@ -18,24 +20,28 @@ func (k *Kubelet) syncMirrorPod(ctx context.Context, pod *v1.Pod) {
 	if k.deps.Mirror == nil || !sources.IsStaticPod(pod) {
 		return
 	}
-	mirror, ok := k.pods.GetMirrorPodByPod(pod)
+	existing, ok := k.pods.GetMirrorPodByPod(pod)
 	deleted := false
-	if ok && (mirror.DeletionTimestamp != nil || !podmanager.IsMirrorPodOf(mirror, pod)) {
-		klog.InfoS("Trying to delete pod", "pod", klog.KObj(pod), "podUID", mirror.UID)
+	if ok && (existing.DeletionTimestamp != nil || !podmanager.IsMirrorPodOf(existing, pod)) {
+		klog.InfoS("Trying to delete pod", "pod", klog.KObj(pod), "podUID", existing.UID)
 		var err error
-		deleted, err = k.deps.Mirror.DeleteMirrorPod(ctx, podmanager.FullName(pod), &mirror.UID)
+		deleted, err = k.deps.Mirror.DeleteMirrorPod(ctx, podmanager.FullName(pod), &existing.UID)
 		switch {
 		case deleted:
-			klog.InfoS("Deleted mirror pod because it is outdated", "pod", klog.KObj(mirror))
+			klog.InfoS("Deleted mirror pod because it is outdated", "pod", klog.KObj(existing))
 		case err != nil:
-			klog.ErrorS(err, "Failed deleting mirror pod", "pod", klog.KObj(mirror))
+			klog.ErrorS(err, "Failed deleting mirror pod", "pod", klog.KObj(existing))
 		}
 	}
 	if ok && !deleted {
 		return
 	}
 	klog.V(4).InfoS("Creating a mirror pod for static pod", "pod", klog.KObj(pod))
-	if err := k.deps.Mirror.CreateMirrorPod(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := k.deps.Mirror.CreateMirrorPod(ctx, pod)
+	switch {
+	case errors.Is(err, mirror.ErrNoNode):
+		klog.V(4).InfoS("No need to create a mirror pod, since there is no node object to own it", "pod", klog.KObj(pod), "err", err)
+	case err != nil && !apierrors.IsAlreadyExists(err):
 		klog.ErrorS(err, "Failed creating a mirror pod for", "pod", klog.KObj(pod))
 	}
 }

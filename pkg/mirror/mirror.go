@@ -6,6 +6,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -22,8 +23,13 @@ const (
 	hashAnnotationKey   = "kubernetes.io/config.hash"
 )
 
-// NodeUID returns the UID of this node's Node object.
+// NodeUID returns the UID of this node's Node object, or an error wrapping ErrNoNode
+// while there is none to own mirror pods (not registered yet, or being deleted).
 type NodeUID func() (types.UID, error)
+
+// ErrNoNode: no Node object can own a mirror pod now; static pods run without one until
+// the node is registered.
+var ErrNoNode = errors.New("no node object to own mirror pods")
 
 // Client creates and deletes mirror pods.
 type Client struct {
@@ -42,7 +48,7 @@ func NewClient(client kubernetes.Interface, nodeName string, nodeUID NodeUID) *C
 func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 	uid, err := c.nodeUID()
 	if err != nil {
-		return fmt.Errorf("failed to get node UID: %w", err)
+		return err
 	}
 	mirror := pod.DeepCopy()
 	hash := pod.Annotations[hashAnnotationKey]
