@@ -57,13 +57,12 @@ func NewImageManager(recorder record.EventRecorder, images container.ImageServic
 // EnsureImageExists implements ImageManager.
 func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectReference, pod *v1.Pod, image string, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, runtimeHandler string, pullPolicy v1.PullPolicy) (string, string, error) {
 	logPrefix := fmt.Sprintf("%s/%s/%s", pod.Namespace, pod.Name, image)
-	tagged, err := applyDefaultImageTag(image)
+	spec, err := ImageSpecFor(pod, image, runtimeHandler)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", image, err)
 		m.event(ctx, objRef, v1.EventTypeWarning, EventFailedToInspect, logPrefix, msg)
 		return "", msg, ErrInvalidImageName
 	}
-	spec := container.ImageSpec{Image: tagged, RuntimeHandler: runtimeHandler, Annotations: maps.Clone(pod.Annotations)}
 
 	imageRef, msg, err := m.presentImage(ctx, objRef, logPrefix, pullPolicy, spec, image)
 	if err != nil {
@@ -75,6 +74,16 @@ func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectR
 		return imageRef, msg, nil
 	}
 	return m.pullImage(ctx, objRef, logPrefix, pod.UID, image, spec, pullSecrets, sandboxConfig)
+}
+
+// ImageSpecFor is the spec under which a container's image is checked and pulled: the
+// image with the default tag applied, with the pod's runtime handler and annotations.
+func ImageSpecFor(pod *v1.Pod, image, runtimeHandler string) (container.ImageSpec, error) {
+	tagged, err := applyDefaultImageTag(image)
+	if err != nil {
+		return container.ImageSpec{}, err
+	}
+	return container.ImageSpec{Image: tagged, RuntimeHandler: runtimeHandler, Annotations: maps.Clone(pod.Annotations)}, nil
 }
 
 // presentImage returns the ID of the image when the policy lets a present image be used

@@ -39,6 +39,9 @@ func NewRuntimeImagesWithKeyring(svc internalapi.ImageManagerService, nodeKeyrin
 // anonymous attempt after they all fail. With no matching credentials it pulls
 // anonymously.
 func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	if memo := memoFrom(ctx); memo != nil {
+		defer memo.forget(image) // the pull changes what ImageStatus says
+	}
 	logger := klog.FromContext(ctx)
 	repo, _, _, err := parseImageName(image.Image)
 	if err != nil {
@@ -74,7 +77,7 @@ func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec
 
 // GetImageRef returns the ID of the image if present, "" if not.
 func (r *RuntimeImages) GetImageRef(ctx context.Context, image container.ImageSpec) (string, error) {
-	img, err := r.imageStatus(ctx, image)
+	img, err := r.ImageStatus(ctx, image)
 	if err != nil || img == nil {
 		return "", err
 	}
@@ -83,14 +86,24 @@ func (r *RuntimeImages) GetImageRef(ctx context.Context, image container.ImageSp
 
 // GetImageSize returns the size of the image if present, 0 if not.
 func (r *RuntimeImages) GetImageSize(ctx context.Context, image container.ImageSpec) (uint64, error) {
-	img, err := r.imageStatus(ctx, image)
+	img, err := r.ImageStatus(ctx, image)
 	if err != nil || img == nil {
 		return 0, err
 	}
 	return img.Size, nil
 }
 
-func (r *RuntimeImages) imageStatus(ctx context.Context, image container.ImageSpec) (*runtimeapi.Image, error) {
+// ImageStatus returns the runtime's view of the image, nil if it is not present. Under a
+// context from WithImageStatusMemo the runtime is asked once per image.
+func (r *RuntimeImages) ImageStatus(ctx context.Context, image container.ImageSpec) (*runtimeapi.Image, error) {
+	ask := func() (*runtimeapi.Image, error) { return r.askImageStatus(ctx, image) }
+	if memo := memoFrom(ctx); memo != nil {
+		return memo.status(ctx, image, ask)
+	}
+	return ask()
+}
+
+func (r *RuntimeImages) askImageStatus(ctx context.Context, image container.ImageSpec) (*runtimeapi.Image, error) {
 	resp, err := r.svc.ImageStatus(ctx, toRuntimeImageSpec(image), false)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to get image status", "image", image.Image)

@@ -109,14 +109,16 @@ type Manager struct {
 	runtime     internalapi.RuntimeService
 	images      internalapi.ImageManagerService
 	imagePuller images.ImageManager
-	recorder    record.EventRecorder
-	liveness    results.Manager
-	startup     results.Manager
-	volumes     VolumeManager
-	podState    PodStateProvider
-	clock       clock.Clock
-	hooks       *hookRunner
-	opts        Options
+	// runtimeImages is ImageService's concrete type, for image statuses (image users).
+	runtimeImages *images.RuntimeImages
+	recorder      record.EventRecorder
+	liveness      results.Manager
+	startup       results.Manager
+	volumes       VolumeManager
+	podState      PodStateProvider
+	clock         clock.Clock
+	hooks         *hookRunner
+	opts          Options
 
 	versionMu       sync.Mutex
 	cachedVersion   *runtimeapi.VersionResponse
@@ -170,7 +172,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	}
 
 	runtimeImages := images.NewRuntimeImages(opts.ImageService)
-	m.ImageService = runtimeImages
+	m.ImageService, m.runtimeImages = runtimeImages, runtimeImages
 	m.imagePuller = images.NewImageManager(opts.Recorder, runtimeImages, opts.ImageOptions)
 	m.hooks = newHookRunner(m, m, opts.Recorder)
 	return m, nil

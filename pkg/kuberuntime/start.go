@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	grpcstatus "google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/outage"
 )
 
@@ -71,7 +73,7 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	if err != nil {
 		return nil, nil, err.Error(), err
 	}
-	uid, username, err := m.imageUser(ctx, c.Image)
+	uid, username, err := m.imageUser(ctx, pod, c.Image)
 	if err != nil {
 		return nil, nil, grpcMessage(err), err
 	}
@@ -166,13 +168,17 @@ func calcRestartCountByLogDir(dir string) (int, error) {
 }
 
 // imageUser returns the image's numeric user, or its user name; an image with neither runs
-// as root (uid 0).
-func (m *Manager) imageUser(ctx context.Context, image string) (*int64, string, error) {
-	resp, err := m.images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+// as root (uid 0). The status is the one EnsureImageExists got, from the sync's memo.
+func (m *Manager) imageUser(ctx context.Context, pod *v1.Pod, image string) (*int64, string, error) {
+	spec, err := images.ImageSpecFor(pod, image, m.opts.RuntimeHandler)
 	if err != nil {
 		return nil, "", err
 	}
-	if img := resp.GetImage(); img != nil {
+	img, err := m.runtimeImages.ImageStatus(ctx, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	if img != nil {
 		if img.Uid != nil {
 			uid := img.Uid.Value
 			return &uid, "", nil
@@ -289,4 +295,46 @@ func (m *Manager) createLegacyLogSymlink(id string, config *runtimeapi.Container
 	if err := os.Symlink(target, link); err != nil && !os.IsExist(err) {
 		klog.ErrorS(err, "Failed to create legacy symbolic link", "path", link, "containerID", id, "containerLogPath", target)
 	}
+}
+
+// lookUpImages asks the runtime in the background about the images of the containers this
+// sync starts whose pull policy checks for a present image first, so that the answers are
+// in the sync's memo by the time EnsureImageExists and imageUser need them: the lookups
+// overlap the sandbox's creation and the earlier containers' starts instead of following
+// them. The answers cannot differ from asking later: nothing in this sync pulls or removes
+// an image before checking it. The returned function waits for the lookups.
+func (m *Manager) lookUpImages(ctx context.Context, pod *v1.Pod, changes podActions) (wait func()) {
+	var wg sync.WaitGroup
+	seen := map[string]bool{}
+	for _, c := range containersToStart(pod, changes) {
+		if c.ImagePullPolicy == v1.PullAlways || seen[c.Image] {
+			continue
+		}
+		seen[c.Image] = true
+		spec, err := images.ImageSpecFor(pod, c.Image, m.opts.RuntimeHandler)
+		if err != nil {
+			continue // EnsureImageExists reports it
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = m.runtimeImages.ImageStatus(ctx, spec)
+		}()
+	}
+	return wg.Wait
+}
+
+// containersToStart lists the containers changes starts, in start order.
+func containersToStart(pod *v1.Pod, changes podActions) []*v1.Container {
+	var out []*v1.Container
+	for _, i := range changes.EphemeralContainersToStart {
+		out = append(out, (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	for _, i := range changes.InitContainersToStart {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for _, i := range changes.ContainersToStart {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
 }

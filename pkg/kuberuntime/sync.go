@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/outage"
 )
 
@@ -32,6 +33,8 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	if podStatus == nil {
 		podStatus = &container.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
 	}
+	// One ImageStatus per image for the whole sync (see images.WithImageStatusMemo).
+	ctx = images.WithImageStatusMemo(ctx)
 	changes := m.computePodActions(pod, podStatus)
 	klog.V(3).InfoS("computePodActions got for pod", "podActions", changes, "pod", klog.KObj(pod))
 	if changes.CreateSandbox && changes.SandboxID != "" {
@@ -47,6 +50,10 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	if hasWorkToStart(changes) && !m.setUpVolumes(pod, &result) {
 		return result
 	}
+
+	// The images are looked up while the sandbox is being created.
+	waitForImageLookups := m.lookUpImages(ctx, pod, changes)
+	defer waitForImageLookups()
 
 	// Containers learn the pod IPs (hosts file, downward API) from here, not from the
 	// status manager, which may not know a new sandbox's IPs yet.

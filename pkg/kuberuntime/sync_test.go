@@ -329,3 +329,86 @@ func TestGetPodStatusTerminationMessage(t *testing.T) {
 		t.Fatalf("status %+v", cs)
 	}
 }
+
+func imageCalls(env *testEnv, name string) int {
+	env.img.Lock()
+	defer env.img.Unlock()
+	n := 0
+	for _, c := range env.img.Called {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+// Upstream asks ImageStatus twice per container it starts (presence, then image user);
+// nodelet asks once per image per sync.
+func TestSyncPodAsksImageStatusOncePerImage(t *testing.T) {
+	env := newTestEnv(t)
+	other := "docker.io/library/other:1.0"
+	env.img.SetFakeImages([]string{testImage, other})
+	third := ctr("third")
+	third.Image = other
+	pod := newPod("web", ctr("app"), ctr("side"), third)
+
+	r := syncPod(t, env, pod, nil)
+	if err := r.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := startedNames(r); len(got) != 3 {
+		t.Fatalf("started %v, want all three", got)
+	}
+	if n := imageCalls(env, "ImageStatus"); n != 2 {
+		t.Errorf("ImageStatus called %d times for 3 containers of 2 images, want 2", n)
+	}
+}
+
+// A pulled image is looked up again after the pull (for its size and its user), once.
+func TestSyncPodLooksUpAPulledImageOnceMore(t *testing.T) {
+	env := newTestEnv(t)
+	env.img.SetFakeImages(nil)
+	pod := newPod("pull", ctr("app"))
+
+	r := syncPod(t, env, pod, nil)
+	if err := r.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if n := imageCalls(env, "PullImage"); n != 1 {
+		t.Fatalf("PullImage called %d times, want 1", n)
+	}
+	if n := imageCalls(env, "ImageStatus"); n != 2 {
+		t.Errorf("ImageStatus called %d times, want 2 (absent before the pull, present after)", n)
+	}
+}
+
+// The image user comes from the image status the sync read: runAsNonRoot passes for an
+// image with a non-root user and fails for one without a user (root).
+func TestSyncPodChecksRunAsNonRootAgainstTheImageUser(t *testing.T) {
+	env := newTestEnv(t)
+	nonRoot := "docker.io/library/nonroot:1.0"
+	env.img.SetFakeImages([]string{testImage, nonRoot})
+	env.img.Lock()
+	env.img.Images[nonRoot].Uid = &runtimeapi.Int64Value{Value: 1000}
+	env.img.Unlock()
+	yes := true
+	for _, tc := range []struct {
+		pod, image  string
+		wantStarted bool
+	}{{"uid1000", nonRoot, true}, {"root", testImage, false}} {
+		image, wantStarted := tc.image, tc.wantStarted
+		c := ctr("app")
+		c.Image = image
+		c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes}
+		pod := newPod(tc.pod, c)
+		r := syncPod(t, env, pod, nil)
+		if started := len(startedNames(r)) == 1; started != wantStarted {
+			t.Errorf("image %s: started = %v, want %v (%+v)", image, started, wantStarted, r.SyncResults)
+		}
+		if !wantStarted {
+			if f := failedResult(r, container.StartContainer); f == nil || !errors.Is(f.Error, container.ErrCreateContainerConfig) {
+				t.Errorf("image %s: want ErrCreateContainerConfig, got %+v", image, r.SyncResults)
+			}
+		}
+	}
+}
