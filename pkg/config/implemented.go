@@ -9,9 +9,13 @@ import (
 	kc "k8s.io/kubelet/config/v1beta1"
 )
 
-// implementedFields are the configuration fields (JSON paths) that nodelet acts on today.
-// A flag for any other field is accepted with a warning; extend this list as features land.
+// implementedFields are the configuration fields (top-level JSON names) that nodelet acts
+// on today. A flag or config-file setting for any other field is accepted with a warning.
+// TestImplementedFieldsFollowTheCode keeps the list true: it fails when code outside this
+// package reads a field that is not listed, or when nothing reads a listed one. When a
+// feature starts reading a field, add the field here (one line each, any order).
 var implementedFields = map[string]bool{
+	"failSwapOn":                  true,
 	"containerRuntimeEndpoint":    true,
 	"imageServiceEndpoint":        true,
 	"runtimeRequestTimeout":       true,
