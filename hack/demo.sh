@@ -8,6 +8,17 @@ endpoint=${endpoint_line#CONTAINER_RUNTIME_ENDPOINT=}
 state=${NODELET_STATE_DIR:-/var/lib/nodelet-dev}
 root=$state/kubelet
 node=$(hostname | tr '[:upper:]' '[:lower:]')
+config=examples/kubelet-config.yaml
+args=(--config="$config" --root-dir="$root")
+# The example config names the default rig's endpoint and log directory. A rig elsewhere
+# (NODELET_STATE_DIR, NODELET_RUN_DIR) gets a drop-in that points nodelet at it instead.
+if [ "$endpoint" != "$(sed -n 's/^containerRuntimeEndpoint: *//p' "$config")" ] || [ "$state" != /var/lib/nodelet-dev ]; then
+	dropins=$state/kubelet-config.d
+	mkdir -p "$dropins"
+	printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: %s\npodLogsDir: %s\n' \
+		"$endpoint" "$state/pod-logs" >"$dropins/10-runtime.conf"
+	args+=(--config-dir="$dropins")
+fi
 cat >&2 <<EOT
 
 nodelet is starting against $endpoint with the static pods in examples/static-pods/.
@@ -22,5 +33,4 @@ Stop with Ctrl-C (pods keep running; a restarted nodelet adopts them).
 Remove everything with: make runtime-down
 
 EOT
-exec bin/nodelet --container-runtime-endpoint="$endpoint" --root-dir="$root" \
-  --config=examples/kubelet-config.yaml
+exec bin/nodelet "${args[@]}"
