@@ -13,8 +13,20 @@ isolated=${isolated#CONTAINER_RUNTIME_ENDPOINT=}
 echo "== runtime manager: GetPodStatus+SyncPod vs raw CRI =="
 go run ./test/bench/syncpod -endpoint "$CONTAINER_RUNTIME_ENDPOINT" -runs "${BENCH_RUNS:-10}" 2>/dev/null
 echo
-echo "== standalone nodelet: manifest → running vs raw CRI; 30 pods; idle cost =="
-go run ./test/bench/standalone -endpoint "$isolated" -nodelet bin/nodelet -runs "${BENCH_RUNS:-10}" -pods 30 -idle "${BENCH_IDLE:-60s}" 2>/dev/null
+echo "== standalone nodelet vs raw CRI and upstream's kubelet: manifest → running; 20 pods; idle cost =="
+# Upstream's kubelet (built as the cluster-mode issue describes) gets a containerd of its
+# own; the bench starts and stops it and undoes the sysctls and iptables chains it sets.
+upstream=${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}
+upstream_args=()
+if [ -x "$upstream" ]; then
+	rig=$(NODELET_STATE_DIR=/var/lib/nodelet-bench-up NODELET_RUN_DIR=/run/nodelet-bench-up \
+		NODELET_BRIDGE=nodelet2 NODELET_POD_CIDR=10.90.0.0/24 hack/runtime.sh up)
+	upstream_args=(-upstream "$upstream" -upstream-endpoint "${rig#CONTAINER_RUNTIME_ENDPOINT=}")
+else
+	echo "(no upstream kubelet at $upstream: set UPSTREAM_KUBELET for the upstream column)"
+fi
+go run ./test/bench/standalone -endpoint "$isolated" -nodelet bin/nodelet "${upstream_args[@]}" \
+	-runs "${BENCH_RUNS:-10}" -pods "${BENCH_PODS:-20}" -idle "${BENCH_IDLE:-60s}" 2>/dev/null
 echo
 echo "== probes: CPU per exec readiness probe, 100 containers =="
 go run ./test/bench/probes -endpoint "$CONTAINER_RUNTIME_ENDPOINT" 2>/dev/null
