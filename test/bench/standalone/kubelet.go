@@ -259,6 +259,25 @@ func podTimeline(ctx context.Context, rs internalapi.RuntimeService, podName str
 	return tl, nil
 }
 
+// waitRunningCrictl is waitRunning (for one container) done as a user would: running
+// `crictl ps` in a loop, each run a new process.
+func (k *kubelet) waitRunningCrictl(ctx context.Context, prefix string, _ int, timeout time.Duration) (time.Time, error) {
+	pod := strings.TrimSuffix(prefix, "-") + "-" + k.node
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		out, err := exec.CommandContext(ctx, crictl, "-r", k.endpoint, "ps", "-q", "--state", "running",
+			"--label", criconfig.PodNameLabel+"="+pod).Output()
+		if err != nil {
+			return time.Time{}, fmt.Errorf("crictl ps: %w", err)
+		}
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return time.Now(), nil
+		}
+		time.Sleep(pollPeriod)
+	}
+	return time.Time{}, fmt.Errorf("%s: %s not running after %v; see %s", k.name, pod, timeout, k.logFile())
+}
+
 // lastStartedAt is when containerd started the newest container among the pods named.
 func lastStartedAt(ctx context.Context, rs internalapi.RuntimeService, podNames ...string) (time.Time, error) {
 	var last time.Time

@@ -50,8 +50,12 @@ const (
 	rawPodLabel = "bench"
 )
 
-// pollPeriod is how often the runtime is asked whether a container runs.
-var pollPeriod time.Duration
+var (
+	// pollPeriod is how often the runtime is asked whether a container runs.
+	pollPeriod time.Duration
+	// crictl, when set, is the crictl binary the latency figure polls with.
+	crictl string
+)
 
 type options struct {
 	endpoint, nodeletBin          string
@@ -67,6 +71,7 @@ func main() {
 	flag.StringVar(&o.upstreamBin, "upstream", "", "upstream kubelet binary; empty: no upstream column")
 	flag.StringVar(&o.upstreamEndpoint, "upstream-endpoint", "", "CRI endpoint for upstream's kubelet (not nodelet's)")
 	flag.DurationVar(&pollPeriod, "poll", 10*time.Millisecond, "how often the runtime is asked whether a container runs")
+	flag.StringVar(&crictl, "crictl", "", "poll with this crictl binary (`crictl ps` in a loop) instead of CRI calls, for the latency figure")
 	flag.IntVar(&o.runs, "runs", 10, "fresh pods per method for the latency figure")
 	flag.IntVar(&o.many, "pods", 20, "pods written at once for the scale figure (0: skip)")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "idle window for the CPU figure (0: skip)")
@@ -238,7 +243,11 @@ func viaKubelet(k *kubelet) func(context.Context, int) (sample, error) {
 		if err := k.writeManifest(name); err != nil {
 			return sample{}, err
 		}
-		seen, err := k.waitRunning(ctx, name+"-", 1, 30*time.Second)
+		waitRunning := k.waitRunning
+		if crictl != "" {
+			waitRunning = k.waitRunningCrictl
+		}
+		seen, err := waitRunning(ctx, name+"-", 1, 30*time.Second)
 		if err != nil {
 			return sample{}, err
 		}
@@ -338,8 +347,23 @@ func (b *bench) latency(ctx context.Context, runs int) error {
 		up := med[1]
 		fmt.Printf("  ratio nodelet/upstream: %.2f (StartedAt), %.2f (polled); nodelet − upstream: %+.1f ms\n",
 			ratio(nodelet.started, up.started), ratio(nodelet.seen, up.seen), ms(nodelet.started-up.started))
+		fmt.Printf("  median of the runs' own ratios nodelet/upstream (each run measures both within seconds): %.2f (StartedAt)\n",
+			medianRatio(samples[len(methods)-1], samples[1]))
 	}
 	return nil
+}
+
+// medianRatio is the median over runs of a[i].started / b[i].started.
+func medianRatio(a, b []sample) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = ratio(a[i].started, b[i].started)
+	}
+	sort.Float64s(r)
+	if n := len(r); n%2 == 0 {
+		return (r[n/2-1] + r[n/2]) / 2
+	}
+	return r[len(r)/2]
 }
 
 // scale writes many manifests at once to each kubelet in turn and waits for them all.
