@@ -15,7 +15,6 @@ import (
 // package reads a field that is not listed, or when nothing reads a listed one. When a
 // feature starts reading a field, add the field here (one line each, any order).
 var implementedFields = map[string]bool{
-	"failSwapOn":                  true,
 	"containerRuntimeEndpoint":    true,
 	"imageServiceEndpoint":        true,
 	"runtimeRequestTimeout":       true,
@@ -63,6 +62,13 @@ var implementedFields = map[string]bool{
 	"enableControllerAttachDetach":  true,
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
+	// Read for the node's status: reserved resources and the hard eviction thresholds
+	// shape allocatable, port is the daemon endpoint. Not enforced on cgroups, no
+	// eviction and no kubelet API on port yet.
+	"kubeReserved":   true,
+	"systemReserved": true,
+	"evictionHard":   true,
+	"port":           true,
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
