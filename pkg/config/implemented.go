@@ -62,13 +62,17 @@ var implementedFields = map[string]bool{
 	"enableControllerAttachDetach":  true,
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
-	// Read for the node's status: reserved resources and the hard eviction thresholds
-	// shape allocatable, port is the daemon endpoint. Not enforced on cgroups, no
-	// eviction and no kubelet API on port yet.
+	// Reserved resources shape the node's allocatable, as upstream (enforcement on cgroups
+	// is enforceNodeAllocatable's, which nodelet does not act on yet).
 	"kubeReserved":   true,
 	"systemReserved": true,
-	"evictionHard":   true,
-	"port":           true,
+}
+
+// partlyImplemented are fields nodelet reads for part of what they do; setting one still
+// warns, naming what is missing.
+var partlyImplemented = map[string]string{
+	"evictionHard": "only shapes the node's allocatable; nodelet does not evict pods yet",
+	"port":         "only reported as the node's kubelet endpoint; nodelet serves no kubelet API there yet",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
@@ -96,6 +100,15 @@ func implementedFlag(spec flagSpec) bool {
 	return implementedCommandFlags[spec.Name]
 }
 
+// partlyImplementedNote is how a flag or field nodelet only partly acts on is described in
+// its warning ("" for the others).
+func partlyImplementedNote(field string) string {
+	if note, ok := partlyImplemented[field]; ok {
+		return " (" + note + ")"
+	}
+	return ""
+}
+
 // unimplementedFileFields names, in one line, the fields the config files set to something
 // other than the default that nodelet does not act on yet; "" when there are none. Fields
 // left at their default need no warning: nodelet behaves as the default says.
@@ -109,7 +122,7 @@ func unimplementedFileFields(doc map[string]any, cfg *kc.KubeletConfiguration) s
 			continue
 		}
 		if !reflect.DeepEqual(got[k], want[k]) {
-			names = append(names, k)
+			names = append(names, k+partlyImplementedNote(k))
 		}
 	}
 	if len(names) == 0 {

@@ -171,7 +171,10 @@ func (c *CommandLine) flagWarnings() []string {
 		if spec.Deprecated != "" {
 			notes = append(notes, "has been deprecated, "+spec.Deprecated)
 		}
-		if !implementedFlag(spec) {
+		switch {
+		case spec.Kind == configFlag && partlyImplementedNote(spec.Field) != "":
+			notes = append(notes, "is only partly implemented by nodelet yet"+partlyImplementedNote(spec.Field))
+		case !implementedFlag(spec):
 			notes = append(notes, "is accepted for compatibility but not implemented by nodelet yet; it has no effect")
 		}
 		if len(notes) > 0 {
