@@ -78,7 +78,9 @@ func TestStaticPodGetsMirrorAndOutdatedMirrorIsReplaced(t *testing.T) {
 	current := mirrorTestPod("mirror-new", "h1")
 	k.pods.AddPod(current)
 	k.handlePodRemoves([]*v1.Pod{static})
-	eventually(t, "static pod stopped", func() bool { return k.workers.IsPodKnownTerminated(static.UID) || !k.workers.CouldHaveRunningContainers(static.UID) })
+	eventually(t, "static pod stopped", func() bool {
+		return k.workers.IsPodKnownTerminated(static.UID) || !k.workers.CouldHaveRunningContainers(static.UID)
+	})
 	k.housekeeper.run(context.Background())
 	eventually(t, "orphaned mirror deleted", func() bool { _, d := m.calls(); return len(d) == 2 })
 }
@@ -118,4 +120,3 @@ func containsPod(pods []*v1.Pod, uid types.UID) bool {
 	}
 	return false
 }
-
