@@ -8,7 +8,7 @@ CACHE_DIR ?= /var/cache/nodelet
 STATICCHECK_VERSION ?= v0.8.2
 export PATH := $(CACHE_DIR)/bin:$(PATH)
 
-.PHONY: build test test-unit test-e2e lint runtime-up runtime-down controlplane-up controlplane-down bench demo clean
+.PHONY: build test test-unit test-e2e lint runtime-up runtime-down controlplane-up controlplane-down bench demo demo-cluster clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nodelet
@@ -53,6 +53,10 @@ bench: build
 
 demo: build
 	@hack/demo.sh
+
+# The same node joined to the project's control plane, with a Deployment scheduled to it.
+demo-cluster: build
+	@hack/demo.sh --cluster
 
 clean:
 	rm -rf bin

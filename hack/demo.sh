@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The README's demo: bring up containerd, then run nodelet in the foreground in standalone
-# mode on examples/static-pods/.
+# mode on examples/static-pods/. With --cluster (make demo-cluster) the project's control
+# plane comes up too, nodelet joins it as a node, and a Deployment is scheduled to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cluster=false
+[ "${1:-}" = --cluster ] && cluster=true
 endpoint_line=$(hack/runtime.sh up)
 endpoint=${endpoint_line#CONTAINER_RUNTIME_ENDPOINT=}
 state=${NODELET_STATE_DIR:-/var/lib/nodelet-dev}
@@ -19,7 +22,9 @@ if [ "$endpoint" != "$(sed -n 's/^containerRuntimeEndpoint: *//p' "$config")" ] 
 		"$endpoint" "$state/pod-logs" >"$dropins/10-runtime.conf"
 	args+=(--config-dir="$dropins")
 fi
-cat >&2 <<EOT
+
+if ! $cluster; then
+	cat >&2 <<EOT
 
 nodelet is starting against $endpoint with the static pods in examples/static-pods/.
 In another terminal:
@@ -33,4 +38,41 @@ Stop with Ctrl-C (pods keep running; a restarted nodelet adopts them).
 Remove everything with: make runtime-down
 
 EOT
-exec bin/nodelet "${args[@]}"
+	exec bin/nodelet "${args[@]}"
+fi
+
+# Cluster mode: the control plane (built on first use, see docs/controlplane.md), a client
+# certificate for system:node:<node>, nodelet in the background, then a Deployment.
+echo "demo: starting the control plane (a cold machine builds it first, ~20 min)" >&2
+cp_line=$(hack/controlplane.sh up)
+export "$cp_line"
+kubectl() { hack/controlplane.sh kubectl "$@"; }
+kubeconfig=$state/kubelet.kubeconfig
+hack/controlplane.sh node-kubeconfig "$node" "$kubeconfig"
+# The static counter pod lives in namespace demo: its mirror pod needs the namespace.
+kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >&2
+log=$state/nodelet-demo.log
+bin/nodelet "${args[@]}" --kubeconfig="$kubeconfig" >"$log" 2>&1 &
+pid=$!
+# Ctrl-C or a TERM stops nodelet too (its pods keep running).
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
+echo "demo: nodelet (pid $pid) joining as node $node; log in $log" >&2
+for _ in $(seq 300); do kubectl get node "$node" >/dev/null 2>&1 && break; sleep 0.2; done
+kubectl wait --for=condition=Ready "node/$node" --timeout=60s >&2
+sed "s/NODE_NAME/$node/" examples/cluster/web.yaml | kubectl apply -f - >&2
+kubectl rollout status deployment/hello --timeout=120s >&2
+kubectl get nodes,pods -o wide -A
+cat >&2 <<EOT
+
+nodelet is node $node of the cluster at \$KUBECONFIG=${KUBECONFIG}. Try:
+  hack/controlplane.sh kubectl get nodes,pods -o wide -A      # the Deployment and the static pods' mirror pods
+  hack/controlplane.sh kubectl get events -A --sort-by=.lastTimestamp
+  hack/controlplane.sh kubectl set env deployment/hello VERSION=2   # a rolling update
+  hack/controlplane.sh kubectl delete pod -l app=hello               # graceful deletion, replaced
+  curl http://\$(hack/controlplane.sh kubectl get pod -l app=hello -o jsonpath='{.items[0].status.podIP}'):8080/
+Stop with Ctrl-C (pods keep running). Remove everything with:
+  make runtime-down controlplane-down
+
+EOT
+wait $pid
