@@ -3,10 +3,14 @@ package kubeletserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,9 +71,10 @@ func TestClientCAFileReloaded(t *testing.T) {
 	for _, w := range s.watchers {
 		w.check()
 	}
-	// A new connection: Go clients send a certificate only for a CA the server names in
-	// its handshake, so this also checks that the advertised CAs follow the file.
-	if r := do(t, client(cert), "GET", base(s)+"/pods", ""); r.code != http.StatusOK {
+	// A new connection, and a Go client that sends a certificate only for a CA the
+	// server names in its handshake: the advertised CAs follow the file too.
+	goClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
+	if r := do(t, goClient, "GET", base(s)+"/pods", ""); r.code != http.StatusOK {
 		t.Fatalf("after the reload: %d %q", r.code, r.body)
 	}
 }
@@ -331,5 +336,56 @@ func TestAuthorizationErrorIs500(t *testing.T) {
 	r := do(t, client(), "GET", base(s)+"/pods", "tok")
 	if r.code != http.StatusInternalServerError || r.body != "Authorization error (user=u, verb=get, resource=nodes, subresource=pods)" {
 		t.Fatalf("%d %q", r.code, r.body)
+	}
+}
+
+func TestClientCertUID(t *testing.T) {
+	ca := newTestCA(t, "ca")
+	key := newKey(t)
+	subject := pkix.Name{CommonName: "carol", ExtraNames: []pkix.AttributeTypeAndValue{{Type: uidOID, Value: "uid-7"}}}
+	block, _ := pem.Decode(ca.sign(t, &x509.Certificate{Subject: subject}, &key.PublicKey, x509.ExtKeyUsageClientAuth))
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &caBundle{}
+	if err := b.set(ca.pem); err != nil {
+		t.Fatal(err)
+	}
+	a := &authenticator{clientCAs: b.Pool}
+	r := httptest.NewRequest("GET", "/pods", nil)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{leaf}}
+	if u, err := a.fromClientCert(r); err != nil || u.Name != "carol" || u.UID != "uid-7" {
+		t.Fatalf("got %+v %v", u, err)
+	}
+	// A server-only certificate is not a client credential.
+	block, _ = pem.Decode(ca.sign(t, &x509.Certificate{Subject: pkix.Name{CommonName: "srv"}}, &key.PublicKey, x509.ExtKeyUsageServerAuth))
+	leaf, _ = x509.ParseCertificate(block.Bytes)
+	r.TLS.PeerCertificates = []*x509.Certificate{leaf}
+	if _, err := a.fromClientCert(r); err == nil || !strings.Contains(err.Error(), "verifying certificate SN=") {
+		t.Fatalf("server certificate: %v", err)
+	}
+}
+
+func TestCacheBounded(t *testing.T) {
+	c := newTTLCache[int]()
+	now := time.Now()
+	c.now = func() time.Time { return now }
+	for i := range maxCacheEntries + 10 {
+		ttl := time.Minute
+		if i%2 == 0 {
+			ttl = time.Second
+		}
+		c.get(strconv.Itoa(i), func() (int, time.Duration, error) { return i, ttl, nil })
+		if i == maxCacheEntries/2 {
+			now = now.Add(2 * time.Second) // the short-lived half so far expires
+		}
+	}
+	if len(c.entries) > maxCacheEntries {
+		t.Fatalf("%d entries, bound %d", len(c.entries), maxCacheEntries)
+	}
+	fetched := false
+	if v, _ := c.get(strconv.Itoa(maxCacheEntries+9), func() (int, time.Duration, error) { fetched = true; return 0, 0, nil }); v != maxCacheEntries+9 || fetched {
+		t.Error("the newest entry was evicted")
 	}
 }

@@ -218,9 +218,14 @@ func startServer(t *testing.T, o Options, d Deps) *Server {
 }
 
 // client is an HTTPS client that does not verify the server (as the API server does
-// not), presenting certs when given.
+// not). Given a certificate, it presents it whatever CAs the server names (as curl and
+// OpenSSL clients do; Go's default would send none the server did not ask for).
 func client(certs ...tls.Certificate) *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+	cfg := &tls.Config{InsecureSkipVerify: true}
+	if len(certs) > 0 {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &certs[0], nil }
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
 type response struct {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -289,5 +290,44 @@ kubelet_http_requests_total{long_running="false",method="GET",path="pods",server
 	}
 	if got := metricLabels("BREW", "/metrics/resource", "readonly"); strings.Join(got, ",") != "other,metrics/resource,readonly,false" {
 		t.Errorf("metrics labels: %v", got)
+	}
+}
+
+func TestJournalArgs(t *testing.T) {
+	since := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	tail, boot := 10, -1
+	q := &nodeLogQuery{sinceTime: &since, tailLines: &tail, boot: &boot, pattern: "err.*"}
+	got := strings.Join(q.journalArgs([]string{"kubelet", "containerd"}), " ")
+	want := "--utc --no-pager --output=short-precise --since=2025-3-4 05:6:7 --pager-end --lines=10 --unit=kubelet --unit=containerd --grep=err.* --boot -1"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestStreamingWritersKept: with request logging on (-v=3), handlers still get a writer
+// they can flush and hijack (log streaming and SPDY upgrades need them).
+func TestStreamingWritersKept(t *testing.T) {
+	var level klog.Level
+	old := level.String()
+	_ = level.Set("3")
+	t.Cleanup(func() { _ = level.Set(old) })
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, flusher := w.(http.Flusher)
+		hj, hijacker := w.(http.Hijacker)
+		if !flusher || !hijacker {
+			http.Error(w, "wrapped away", 500)
+			return
+		}
+		conn, buf, err := hj.Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
+		buf.Flush()
+	})
+	s := startServer(t, openOptions(t), Deps{Exec: h})
+	if r := do(t, client(), "POST", base(s)+"/exec/ns/p/c", ""); r.code != 200 || r.body != "hijacked" {
+		t.Fatalf("%d %q", r.code, r.body)
 	}
 }
