@@ -102,6 +102,10 @@ func New(opts Options, deps Deps) (*Server, error) {
 	if opts.NodeLogDir == "" {
 		opts.NodeLogDir = "/var/log/"
 	}
+	// Names of versions and ciphers are checked before anything is written to the cert dir.
+	if _, _, _, err := tlsParameters(opts); err != nil {
+		return nil, err
+	}
 	s := &Server{opts: opts, deps: deps}
 	metrics, err := newHTTPMetrics(deps.Registerer)
 	if err != nil {
@@ -153,7 +157,6 @@ func (s *Server) loadClientCA() (*caBundle, error) {
 func (s *Server) servingCerts() (certSource, error) {
 	o := s.opts
 	if o.ServerTLSBootstrap {
-		var metrics *servingMetrics
 		metrics, err := newServingMetrics(s.deps.Registerer, func() certificate.Manager { return s.certMgr })
 		if err != nil {
 			return nil, err

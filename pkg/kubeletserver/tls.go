@@ -43,17 +43,8 @@ func tlsParameters(o Options) (minVersion uint16, ciphers []uint16, curves []tls
 	if ciphers, err = cliflag.TLSCipherSuites(o.TLSCipherSuites); err != nil {
 		return 0, nil, nil, err
 	}
-	insecure := cliflag.InsecureTLSCiphers()
-	for _, name := range o.TLSCipherSuites {
-		if _, bad := insecure[name]; bad {
-			klog.InfoS("Use of insecure cipher detected.", "cipher", name)
-		}
-	}
 	if minVersion, err = cliflag.TLSVersion(o.TLSMinVersion); err != nil {
 		return 0, nil, nil, err
-	}
-	if minVersion == tls.VersionTLS13 && len(ciphers) > 0 {
-		klog.InfoS("Warning: TLS 1.3 cipher suites are not configurable, ignoring --tls-cipher-suites")
 	}
 	if curves, err = cliflag.TLSCurvePreferences(o.TLSCurvePreferences); err != nil {
 		return 0, nil, nil, err
@@ -68,6 +59,15 @@ func newTLSConfig(o Options, certs certSource, clientCA *caBundle) (*tls.Config,
 	minVersion, ciphers, curves, err := tlsParameters(o)
 	if err != nil {
 		return nil, err
+	}
+	insecure := cliflag.InsecureTLSCiphers()
+	for _, name := range o.TLSCipherSuites {
+		if _, bad := insecure[name]; bad {
+			klog.InfoS("Use of insecure cipher detected.", "cipher", name)
+		}
+	}
+	if minVersion == tls.VersionTLS13 && len(ciphers) > 0 {
+		klog.InfoS("Warning: TLS 1.3 cipher suites are not configurable, ignoring --tls-cipher-suites")
 	}
 	protos := []string{"h2", "http/1.1"}
 	if !http2Allowed(minVersion, ciphers) {

@@ -44,8 +44,12 @@ func TestTLSParameters(t *testing.T) {
 	if _, _, _, err := tlsParameters(Options{TLSMinVersion: "VersionTLS99"}); err == nil || err.Error() != `unknown tls version "VersionTLS99"` {
 		t.Errorf("unknown version: %v", err)
 	}
-	if _, err := New(Options{TLSMinVersion: "SSLv3", AuthorizationMode: "AlwaysAllow", Anonymous: true, CertDir: t.TempDir()}, Deps{Host: &fakeHost{}}); err == nil {
+	dir := t.TempDir()
+	if _, err := New(Options{TLSMinVersion: "SSLv3", AuthorizationMode: "AlwaysAllow", Anonymous: true, CertDir: dir}, Deps{Host: &fakeHost{}}); err == nil {
 		t.Error("New accepted an unknown TLS version")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused configuration wrote to the cert dir: %v", entries)
 	}
 }
 
