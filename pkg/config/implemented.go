@@ -62,6 +62,23 @@ var implementedFields = map[string]bool{
 	"enableControllerAttachDetach":  true,
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
+	// The kubelet API server (pkg/kubeletserver).
+	"address":                   true,
+	"readOnlyPort":              true,
+	"tlsCertFile":               true,
+	"tlsPrivateKeyFile":         true,
+	"tlsCipherSuites":           true,
+	"tlsMinVersion":             true,
+	"tlsCurvePreferences":       true,
+	"serverTLSBootstrap":        true,
+	"authentication":            true,
+	"authorization":             true,
+	"enableDebuggingHandlers":   true,
+	"enableContentionProfiling": true,
+	"enableProfilingHandler":    true,
+	"enableDebugFlagsHandler":   true,
+	"enableSystemLogHandler":    true,
+	"enableSystemLogQuery":      true,
 	// Reserved resources shape the node's allocatable, as upstream (enforcement on cgroups
 	// is enforceNodeAllocatable's, which nodelet does not act on yet).
 	"kubeReserved":   true,
