@@ -83,6 +83,36 @@ func TestExecStdinToStdoutUntilStdinCloses(t *testing.T) {
 	}
 }
 
+// TestExecEndsWhenTheClientLeaves: a client that goes away mid-session does not leave
+// the handler (and its runtime connection) behind.
+func TestExecEndsWhenTheClientLeaves(t *testing.T) {
+	for name, newExecutor := range executors {
+		t.Run(name, func(t *testing.T) {
+			env := newTestEnv(t, allFeatures)
+			e := newExecutor(t, env.server.URL+"/exec/ns/web/app?command=cat&input=1&output=1")
+			ctx, cancel := context.WithCancel(context.Background())
+			stdin, typing := io.Pipe()
+			defer typing.Close()
+			done := make(chan error, 1)
+			go func() {
+				done <- e.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: io.Discard})
+			}()
+			if _, err := typing.Write([]byte("x")); err != nil { // the session is up
+				t.Fatal(err)
+			}
+			cancel()
+			<-done
+			deadline := time.Now().Add(10 * time.Second)
+			for env.active.Load() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("handler still serving after the client left")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
 func TestExecExitCodeAndStderr(t *testing.T) {
 	for name, newExecutor := range executors {
 		t.Run(name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,6 +155,7 @@ type testEnv struct {
 	stream  *fakeStreamServer
 	server  *httptest.Server
 	mux     *http.ServeMux
+	active  atomic.Int32 // requests being served
 }
 
 func newTestEnv(t *testing.T, features Features) *testEnv {
@@ -180,7 +182,11 @@ func newTestEnv(t *testing.T, features Features) *testEnv {
 		mux.Handle(r.Prefix, r.Handler)
 	}
 	env.mux = mux
-	env.server = httptest.NewServer(mux)
+	env.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		env.active.Add(1)
+		defer env.active.Add(-1)
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(env.server.Close)
 	return env
 }
