@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,15 @@ func (r *rig) up(ctx context.Context, repo string) error {
 	}
 	r.endpoint = ep
 	return nil
+}
+
+// pid is the rig's containerd process (hack/runtime.sh writes it to RUN_DIR/containerd.pid).
+func (r *rig) pid() (int, error) {
+	data, err := os.ReadFile(filepath.Join(r.runDir, "containerd.pid"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(data)))
 }
 
 // down stops the rig and deletes its state if this run started it.

@@ -230,9 +230,10 @@ type usage struct {
 	anonMiB, fileMiB float64
 }
 
-func (k *kubelet) usage() (usage, error) {
+func (k *kubelet) usage() (usage, error) { return processUsage(k.cmd.Process.Pid) }
+
+func processUsage(pid int) (usage, error) {
 	u := usage{at: time.Now()}
-	pid := k.cmd.Process.Pid
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return u, err

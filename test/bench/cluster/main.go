@@ -95,6 +95,8 @@ type bench struct {
 	// hostState is what upstream's kubelet may change on the host, recorded before it ran.
 	hostState *hostState
 	results   results
+	// releaseLock releases the shared control plane lock; nil until it is taken.
+	releaseLock func()
 }
 
 func (b *bench) kubelets() []*kubelet { return []*kubelet{b.nodelet, b.upstream} }
@@ -137,12 +139,10 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	release, err := sharedLock(ctx, o.lock)
-	if err != nil {
+	// cleanUp releases it once the kubelets are stopped and their API objects removed.
+	if b.releaseLock, err = sharedLock(ctx, o.lock); err != nil {
 		return err
 	}
-	// Released once the kubelets are stopped and their API objects removed.
-	defer release()
 	if err := b.connect(ctx); err != nil {
 		return err
 	}
@@ -292,6 +292,9 @@ func (b *bench) cleanUp(dir string, failed bool) error {
 		for _, k := range b.kubelets() {
 			errs = append(errs, b.deleteAPIObjects(ctx, k))
 		}
+	}
+	if b.releaseLock != nil {
+		b.releaseLock()
 	}
 	for _, k := range b.kubelets() {
 		errs = append(errs, removeRuntimePods(ctx, k), k.rig.down(b.o.repo), k.removeCgroupRoot(), k.unmountAll())

@@ -25,13 +25,16 @@ type results struct {
 	rssSplit      map[string][2]float64
 	cpu, children map[string]time.Duration
 	window        time.Duration
+	// cycleCPU is, per batch cycle, the CPU used by the kubelet and by its containerd.
+	cycleCPU map[string][][2]time.Duration
 }
 
 func newResults() results {
 	return results{nodeReady: map[string]time.Duration{},
 		create1: map[string][]time.Duration{}, delete1: map[string][]time.Duration{},
 		createN: map[string][]time.Duration{}, deleteN: map[string][]time.Duration{},
-		rssMiB: map[string]float64{}, rssSplit: map[string][2]float64{}, cpu: map[string]time.Duration{}, children: map[string]time.Duration{}}
+		rssMiB: map[string]float64{}, rssSplit: map[string][2]float64{}, cpu: map[string]time.Duration{}, children: map[string]time.Duration{},
+		cycleCPU: map[string][][2]time.Duration{}}
 }
 
 func (b *bench) measure(ctx context.Context) error {
@@ -54,10 +57,19 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	for r := range b.o.batchRounds {
 		for _, k := range b.inOrder(r) {
+			before, err := cpuOf(k)
+			if err != nil {
+				return err
+			}
 			created, deleted, err := b.cycle(ctx, k, podNames(fmt.Sprintf("batch-%d", r), b.o.pods))
 			if err != nil {
 				return err
 			}
+			after, err := cpuOf(k)
+			if err != nil {
+				return err
+			}
+			b.results.cycleCPU[k.name] = append(b.results.cycleCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
 			b.results.createN[k.name] = append(b.results.createN[k.name], created)
 			b.results.deleteN[k.name] = append(b.results.deleteN[k.name], deleted)
 		}
@@ -93,6 +105,20 @@ func (b *bench) cycle(ctx context.Context, k *kubelet, names []string) (created,
 		return 0, 0, err
 	}
 	return created, deleted, b.pause(ctx)
+}
+
+// cpuOf reads the CPU time used so far by the kubelet and by its containerd.
+func cpuOf(k *kubelet) ([2]time.Duration, error) {
+	ku, err := k.usage()
+	if err != nil {
+		return [2]time.Duration{}, err
+	}
+	pid, err := k.rig.pid()
+	if err != nil {
+		return [2]time.Duration{}, err
+	}
+	cu, err := processUsage(pid)
+	return [2]time.Duration{ku.cpu, cu.cpu}, err
 }
 
 // pause waits -settle plus a random fraction of a second. Without the random part each
@@ -243,6 +269,14 @@ func (b *bench) print(out *os.File) {
 		{fmt.Sprintf("create → Ready, %d pods", b.o.pods), b.results.createN}, {fmt.Sprintf("delete → gone, %d pods", b.o.pods), b.results.deleteN},
 		{"raw CRI, 1 pod", map[string][]time.Duration{"nodelet": b.results.raw1}}, {fmt.Sprintf("raw CRI, %d pods", b.o.pods), map[string][]time.Duration{"nodelet": b.results.rawN}}} {
 		fmt.Fprintf(out, "  %-24s nodelet %s | upstream %s\n", s.what, seconds(s.m["nodelet"]), seconds(s.m["upstream"]))
+	}
+	for _, name := range []string{"nodelet", "upstream"} {
+		var kubelet, runtime []time.Duration
+		for _, c := range b.results.cycleCPU[name] {
+			kubelet, runtime = append(kubelet, c[0]), append(runtime, c[1])
+		}
+		fmt.Fprintf(out, "  CPU per %d-pod create+delete cycle (with its pauses), median: %s %.2f s, its containerd %.2f s\n",
+			b.o.pods, name, median(kubelet).Seconds(), median(runtime).Seconds())
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
 		split := b.results.rssSplit[name]
