@@ -7,6 +7,10 @@
 //     medians of -batch-rounds;
 //  3. each kubelet's RSS and CPU over an idle window with -pods pods running.
 //
+// For context it also prints the containerd floor (the same pods started by direct CRI
+// calls, which no kubelet can beat), each kubelet's share above it, the CPU each kubelet
+// and its containerd use per batch, and how RSS splits into anonymous and file-backed.
+//
 // Each kubelet runs on its own containerd (hack/runtime.sh rigs the bench brings up with
 // state, bridge and subnet of their own), with its own cgroup root, root directory, node
 // name and namespace, and both read the same KubeletConfiguration. Rounds alternate which

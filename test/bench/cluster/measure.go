@@ -45,6 +45,17 @@ func (b *bench) measure(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, step := range []func(context.Context) error{b.singlePods, b.batches, b.rawFloor, b.idle} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	b.print(os.Stdout)
+	return nil
+}
+
+// singlePods runs -rounds create/delete cycles of one pod on each kubelet.
+func (b *bench) singlePods(ctx context.Context) error {
 	for r := range b.o.rounds {
 		for _, k := range b.inOrder(r) {
 			created, deleted, err := b.cycle(ctx, k, []string{fmt.Sprintf("one-%d", r)})
@@ -55,6 +66,12 @@ func (b *bench) measure(ctx context.Context) error {
 			b.results.delete1[k.name] = append(b.results.delete1[k.name], deleted)
 		}
 	}
+	return nil
+}
+
+// batches runs -batch-rounds create/delete cycles of -pods pods on each kubelet, and
+// notes the CPU each kubelet and its containerd use per cycle.
+func (b *bench) batches(ctx context.Context) error {
 	for r := range b.o.batchRounds {
 		for _, k := range b.inOrder(r) {
 			before, err := cpuOf(k)
@@ -74,13 +91,6 @@ func (b *bench) measure(ctx context.Context) error {
 			b.results.deleteN[k.name] = append(b.results.deleteN[k.name], deleted)
 		}
 	}
-	if err := b.rawFloor(ctx); err != nil {
-		return err
-	}
-	if err := b.idle(ctx); err != nil {
-		return err
-	}
-	b.print(os.Stdout)
 	return nil
 }
 
