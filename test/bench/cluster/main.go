@@ -44,6 +44,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/cri"
@@ -101,17 +102,11 @@ type bench struct {
 	results   results
 	// releaseLock releases the shared control plane lock; nil until it is taken.
 	releaseLock func()
+	// rawRuntime is nodelet's rig, for the raw CRI runs.
+	rawRuntime internalapi.RuntimeService
 }
 
 func (b *bench) kubelets() []*kubelet { return []*kubelet{b.nodelet, b.upstream} }
-
-// inOrder is both kubelets, nodelet first in even rounds and upstream first in odd ones.
-func (b *bench) inOrder(round int) []*kubelet {
-	if round%2 == 1 {
-		return []*kubelet{b.upstream, b.nodelet}
-	}
-	return b.kubelets()
-}
 
 func run(ctx context.Context, o options) (err error) {
 	if o.rounds < 1 || o.batchRounds < 1 || o.pods < 1 {

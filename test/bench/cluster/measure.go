@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nodelet/nodelet/pkg/cri"
 )
 
 // stepTimeout bounds one step (pods Ready, or pods gone) of either kubelet.
@@ -38,6 +40,11 @@ func newResults() results {
 }
 
 func (b *bench) measure(ctx context.Context) error {
+	rs, err := cri.NewRemoteRuntimeService(ctx, b.nodelet.rig.endpoint, 3*time.Second, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	b.rawRuntime = rs
 	// One pod each first, not counted: one-time costs (QoS cgroups, caches, the first
 	// status patch) stay out of the figures.
 	for _, k := range b.kubelets() {
@@ -45,7 +52,7 @@ func (b *bench) measure(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, step := range []func(context.Context) error{b.singlePods, b.batches, b.rawFloor, b.idle} {
+	for _, step := range []func(context.Context) error{b.singlePods, b.batches, b.idle} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -54,41 +61,66 @@ func (b *bench) measure(ctx context.Context) error {
 	return nil
 }
 
-// singlePods runs -rounds create/delete cycles of one pod on each kubelet.
-func (b *bench) singlePods(ctx context.Context) error {
-	for r := range b.o.rounds {
-		for _, k := range b.inOrder(r) {
-			created, deleted, err := b.cycle(ctx, k, []string{fmt.Sprintf("one-%d", r)})
-			if err != nil {
-				return err
-			}
-			b.results.create1[k.name] = append(b.results.create1[k.name], created)
-			b.results.delete1[k.name] = append(b.results.delete1[k.name], deleted)
+// inTurn runs the round's steps one after the other, starting with step round%len: each
+// goes first as often as the others, so slow drifts of the machine's load hit all alike.
+func inTurn(round int, steps ...func() error) error {
+	for i := range steps {
+		if err := steps[(round+i)%len(steps)](); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// batches runs -batch-rounds create/delete cycles of -pods pods on each kubelet, and
-// notes the CPU each kubelet and its containerd use per cycle.
+// singlePods runs -rounds create/delete cycles of one pod on each kubelet, and as many
+// raw CRI starts of the pod, in turn.
+func (b *bench) singlePods(ctx context.Context) error {
+	r := &b.results
+	for round := range b.o.rounds {
+		names := []string{fmt.Sprintf("one-%d", round)}
+		single := func(k *kubelet) func() error {
+			return func() error {
+				created, deleted, err := b.cycle(ctx, k, names)
+				r.create1[k.name] = append(r.create1[k.name], created)
+				r.delete1[k.name] = append(r.delete1[k.name], deleted)
+				return err
+			}
+		}
+		raw := func() error { return b.rawStep(ctx, fmt.Sprintf("raw-one-%d", round), 1, &r.raw1) }
+		if err := inTurn(round, single(b.nodelet), single(b.upstream), raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batches runs -batch-rounds create/delete cycles of -pods pods on each kubelet, and as
+// many raw CRI starts of them, in turn; it notes the CPU each kubelet and its containerd
+// use per cycle.
 func (b *bench) batches(ctx context.Context) error {
-	for r := range b.o.batchRounds {
-		for _, k := range b.inOrder(r) {
-			before, err := cpuOf(k)
-			if err != nil {
+	r := &b.results
+	for round := range b.o.batchRounds {
+		names := podNames(fmt.Sprintf("batch-%d", round), b.o.pods)
+		batch := func(k *kubelet) func() error {
+			return func() error {
+				before, err := cpuOf(k)
+				if err != nil {
+					return err
+				}
+				created, deleted, err := b.cycle(ctx, k, names)
+				if err != nil {
+					return err
+				}
+				after, err := cpuOf(k)
+				r.cycleCPU[k.name] = append(r.cycleCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
+				r.createN[k.name] = append(r.createN[k.name], created)
+				r.deleteN[k.name] = append(r.deleteN[k.name], deleted)
 				return err
 			}
-			created, deleted, err := b.cycle(ctx, k, podNames(fmt.Sprintf("batch-%d", r), b.o.pods))
-			if err != nil {
-				return err
-			}
-			after, err := cpuOf(k)
-			if err != nil {
-				return err
-			}
-			b.results.cycleCPU[k.name] = append(b.results.cycleCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
-			b.results.createN[k.name] = append(b.results.createN[k.name], created)
-			b.results.deleteN[k.name] = append(b.results.deleteN[k.name], deleted)
+		}
+		raw := func() error { return b.rawStep(ctx, fmt.Sprintf("raw-batch-%d", round), b.o.pods, &r.rawN) }
+		if err := inTurn(round, batch(b.nodelet), batch(b.upstream), raw); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -300,11 +332,15 @@ func (b *bench) print(out *os.File) {
 func (b *bench) printFloor(out *os.File) {
 	r := b.results
 	floor1, floorN := median(r.raw1), median(r.rawN)
-	fmt.Fprintf(out, "\ncontainerd floor on nodelet's rig (RunPodSandbox+CreateContainer+StartContainer called directly, no API, nodelet frozen):\n")
+	fmt.Fprintf(out, "\ncontainerd floor on nodelet's rig, in turn with the rounds (RunPodSandbox+CreateContainer+StartContainer called directly, no API, nodelet frozen):\n")
 	fmt.Fprintf(out, "  1 pod %.2f s (median of %d), %d pods at once %.2f s (median of %d)\n", floor1.Seconds(), len(r.raw1), b.o.pods, floorN.Seconds(), len(r.rawN))
 	share := func(what string, m map[string][]time.Duration, floor time.Duration) {
 		n, u := median(m["nodelet"])-floor, median(m["upstream"])-floor
-		fmt.Fprintf(out, "  kubelet's share above the floor, %s: nodelet %.2f s, upstream %.2f s, ratio %.2f\n", what, n.Seconds(), u.Seconds(), n.Seconds()/u.Seconds())
+		ratio := "-" // a median at or under the floor (noise) has no share to compare
+		if n > 0 && u > 0 {
+			ratio = fmt.Sprintf("%.2f", n.Seconds()/u.Seconds())
+		}
+		fmt.Fprintf(out, "  kubelet's share above the floor, %s: nodelet %+.2f s, upstream %+.2f s, ratio %s\n", what, n.Seconds(), u.Seconds(), ratio)
 	}
 	share("create → Ready, 1 pod", r.create1, floor1)
 	share(fmt.Sprintf("create → Ready, %d pods", b.o.pods), r.createN, floorN)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,7 +15,6 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/pkg/cm"
-	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 )
 
@@ -27,25 +27,15 @@ import (
 // rawCgroupRoot keeps the raw pods' cgroups out of nodelet's cgroup root.
 func (b *bench) rawCgroupRoot() string { return b.nodelet.cgroupRoot + "-raw" }
 
-func (b *bench) rawFloor(ctx context.Context) error {
-	rs, err := cri.NewRemoteRuntimeService(ctx, b.nodelet.rig.endpoint, 3*time.Second, 2*time.Minute)
+// rawStep starts n pods by direct CRI calls, notes how long that took, and pauses.
+func (b *bench) rawStep(ctx context.Context, prefix string, n int, into *[]time.Duration) error {
+	d, err := b.rawRun(ctx, b.rawRuntime, prefix, n)
 	if err != nil {
 		return err
 	}
-	runs := func(n, rounds int, into *[]time.Duration) error {
-		for r := range rounds {
-			d, err := b.rawRun(ctx, rs, fmt.Sprintf("raw-%d-%d", n, r), n)
-			if err != nil {
-				return err
-			}
-			*into = append(*into, d)
-			if err := b.pause(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return errors.Join(runs(1, b.o.rounds, &b.results.raw1), runs(b.o.pods, b.o.batchRounds, &b.results.rawN))
+	*into = append(*into, d)
+	fmt.Fprintf(os.Stderr, "bench: raw CRI %s (%d pods): %.3f s\n", prefix, n, d.Seconds())
+	return b.pause(ctx)
 }
 
 // rawRun starts n pods at once with nodelet frozen, returns how long until the last
