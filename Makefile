@@ -50,6 +50,7 @@ controlplane-down:
 bench: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
 	  export CONTAINER_RUNTIME_ENDPOINT && hack/bench.sh
+	@hack/bench-cluster.sh
 
 demo: build
 	@hack/demo.sh

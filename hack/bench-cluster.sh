@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Cluster-mode benchmark: nodelet and upstream's kubelet v1.37.2 side by side in one run,
+# each on a containerd of its own, joined to the project's control plane (see
+# test/bench/cluster). The bench brings up the control plane and its two rigs
+# (/run/nodelet-bench-a, /run/nodelet-bench-b) itself, and removes all it made but the
+# control plane. Expects bin/nodelet (make bench builds it).
+#
+# Environment (defaults):
+#   UPSTREAM_KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet   built when missing
+#   NODELET_BENCH_LOCK=/run/nodelet-shared.lock   held while the kubelets use the shared
+#                      control plane; set it empty when running under that lock already
+#   BENCH_ROUNDS=7 BENCH_BATCH_ROUNDS=5 BENCH_IDLE=60s
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== cluster mode: nodelet vs upstream's kubelet, API create → Ready; 20 pods; RSS and idle CPU =="
+exec go run ./test/bench/cluster -nodelet bin/nodelet \
+	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
+	-lock "${NODELET_BENCH_LOCK-/run/nodelet-shared.lock}" \
+	-rounds "${BENCH_ROUNDS:-7}" -batch-rounds "${BENCH_BATCH_ROUNDS:-5}" -pods 20 -idle "${BENCH_IDLE:-60s}"

@@ -1,0 +1,356 @@
+// Command cluster benchmarks nodelet in cluster mode side by side with upstream's kubelet
+// v1.37.2, in one run, against the project's control plane (hack/controlplane.sh) and
+// prints each figure as a ratio nodelet/upstream:
+//
+//  1. API create → pod Ready (one pod), median of -rounds;
+//  2. -pods pods created at once → all Ready, and deleted at once → all gone from the API,
+//     medians of -batch-rounds;
+//  3. each kubelet's RSS and CPU over an idle window with -pods pods running.
+//
+// For context it also prints the containerd floor (the same pods started by direct CRI
+// calls, which no kubelet can beat), each kubelet's share above it, the CPU each kubelet
+// and its containerd use per batch, and how RSS splits into anonymous and file-backed.
+//
+// Each kubelet runs on its own containerd (hack/runtime.sh rigs the bench brings up with
+// state, bridge and subnet of their own), with its own cgroup root, root directory, node
+// name and namespace, and both read the same KubeletConfiguration. Rounds alternate which
+// kubelet goes first, one kubelet at a time, so the noise of a shared 2-core machine hits
+// both alike. Pods are pinned with spec.nodeName (the scheduler is not in the path) and
+// have no probes: Ready follows the container's start. Times run from the API call to the
+// event seen through a watch.
+//
+// The bench leaves the control plane up and removes everything else it made: pods,
+// namespaces, nodes, leases, the rigs it started, cgroups, and upstream's kernel tunables
+// and KUBE-* iptables chains (recorded before it starts).
+//
+//	go run ./test/bench/cluster -nodelet bin/nodelet -lock /run/nodelet-shared.lock
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+)
+
+type options struct {
+	repo, nodeletBin, upstreamBin, lock, nodeletArgs string
+	rounds, batchRounds, pods, verbosity             int
+	settle, idleSettle, idle                         time.Duration
+	upstreamServer, keepLogs                         bool
+}
+
+// The rigs: state, run dirs, bridges and subnets no other rig on these machines uses.
+var (
+	nodeletRig  = rig{stateDir: "/var/lib/nodelet-bench-a", runDir: "/run/nodelet-bench-a", bridge: "nodeletba", podCIDR: "10.93.0.0/24"}
+	upstreamRig = rig{stateDir: "/var/lib/nodelet-bench-b", runDir: "/run/nodelet-bench-b", bridge: "nodeletbb", podCIDR: "10.94.0.0/24"}
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.repo, "repo", ".", "repository root (for hack/*.sh)")
+	flag.StringVar(&o.nodeletBin, "nodelet", "bin/nodelet", "nodelet binary")
+	flag.StringVar(&o.upstreamBin, "upstream", "/var/cache/nodelet/k8s-v1.37.2/bin/kubelet", "upstream kubelet binary (built by hack/controlplane.sh build when missing)")
+	flag.StringVar(&o.lock, "lock", "", "flock this file while the kubelets use the shared control plane (e.g. /run/nodelet-shared.lock)")
+	flag.StringVar(&o.nodeletArgs, "nodelet-args", "", "extra nodelet flags, space separated (profiling)")
+	flag.IntVar(&o.rounds, "rounds", 7, "single-pod rounds per kubelet")
+	flag.IntVar(&o.batchRounds, "batch-rounds", 5, "batch rounds per kubelet")
+	flag.IntVar(&o.pods, "pods", 20, "pods per batch and for the idle figures")
+	flag.IntVar(&o.verbosity, "v", 0, "log verbosity of both kubelets")
+	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after each step, so one kubelet's clean-up does not overlap the other's measurement")
+	flag.DurationVar(&o.idleSettle, "idle-settle", 20*time.Second, "pause between the idle pods being Ready and the idle window")
+	flag.DurationVar(&o.idle, "idle", time.Minute, "idle window for CPU and RSS")
+	flag.BoolVar(&o.upstreamServer, "upstream-server", true, "enableServer for both (upstream then serves its kubelet API on a free port; nodelet has none yet)")
+	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the kubelets' logs and configs (always kept after a failure)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// bench is one run: the admin client, the pod tracker and the two kubelets.
+type bench struct {
+	o        options
+	runID    string
+	client   kubernetes.Interface
+	tracker  *tracker
+	nodelet  *kubelet
+	upstream *kubelet
+	// hostState is what upstream's kubelet may change on the host, recorded before it ran.
+	hostState *hostState
+	results   results
+	// releaseLock releases the shared control plane lock; nil until it is taken.
+	releaseLock func()
+	// rawRuntime is nodelet's rig, for the raw CRI runs.
+	rawRuntime internalapi.RuntimeService
+}
+
+func (b *bench) kubelets() []*kubelet { return []*kubelet{b.nodelet, b.upstream} }
+
+func run(ctx context.Context, o options) (err error) {
+	if o.rounds < 1 || o.batchRounds < 1 || o.pods < 1 {
+		return errors.New("-rounds, -batch-rounds and -pods must be at least 1")
+	}
+	for _, p := range []*string{&o.repo, &o.nodeletBin, &o.upstreamBin} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	if err := ensureUpstreamKubelet(ctx, o.repo, o.upstreamBin); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "nodelet-cluster-bench-")
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, runID: string(uuid.NewUUID())[:6], results: newResults()}
+	b.nodelet = &kubelet{name: "nodelet", bin: o.nodeletBin, node: "bench-nodelet", rig: &nodeletRig}
+	b.upstream = &kubelet{name: "upstream", bin: o.upstreamBin, node: "bench-upstream", rig: &upstreamRig}
+	for _, k := range b.kubelets() {
+		k.namespace = k.node + "-" + b.runID
+		k.cgroupRoot = k.node + "-" + b.runID
+		k.dir = filepath.Join(dir, k.name)
+	}
+	defer func() { err = errors.Join(err, b.cleanUp(dir, err != nil)) }()
+	for _, k := range b.kubelets() {
+		if err := k.rig.up(ctx, o.repo); err != nil {
+			return err
+		}
+	}
+	// cleanUp releases it once the kubelets are stopped and their API objects removed.
+	if b.releaseLock, err = sharedLock(ctx, o.lock); err != nil {
+		return err
+	}
+	if err := b.connect(ctx); err != nil {
+		return err
+	}
+	if err := b.startKubelets(ctx); err != nil {
+		return err
+	}
+	return b.measure(ctx)
+}
+
+// connect brings up the control plane, makes the admin client and the node credentials,
+// and creates the namespaces.
+func (b *bench) connect(ctx context.Context) error {
+	path, err := controlPlaneUp(ctx, b.o.repo)
+	if err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return err
+	}
+	// Twenty creates at once must not queue in client-go's default limiter (5 qps).
+	cfg.QPS, cfg.Burst = 200, 400
+	if b.client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	for _, k := range b.kubelets() {
+		if err := os.MkdirAll(k.dir, 0o755); err != nil {
+			return err
+		}
+		if _, err := runScript(ctx, b.o.repo, os.Environ(), "controlplane.sh", "node-kubeconfig", k.node, k.kubeconfig()); err != nil {
+			return err
+		}
+		// A Node left by an interrupted run would carry its old status into this one.
+		if err := b.deleteNode(ctx, k.node); err != nil {
+			return err
+		}
+		if err := b.createNamespace(ctx, k.namespace); err != nil {
+			return err
+		}
+	}
+	b.tracker, err = startTracker(ctx, b.client, b.runID)
+	return err
+}
+
+// createNamespace creates ns and waits for its default service account, without which
+// the ServiceAccount admission plugin refuses pods.
+func (b *bench) createNamespace(ctx context.Context, ns string) error {
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(100 * time.Millisecond) {
+		if _, err := b.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("namespace %s: no default service account within a minute (is kube-controller-manager up?)", ns)
+}
+
+func (b *bench) deleteNode(ctx context.Context, node string) error {
+	err := b.client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	err = b.client.CoordinationV1().Leases(v1.NamespaceNodeLease).Delete(ctx, node, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// startKubelets starts nodelet, then upstream's kubelet, each once the other is Ready
+// (their start-ups would compete for the CPUs), and records how long each took.
+func (b *bench) startKubelets(ctx context.Context) error {
+	host, err := recordHostState()
+	if err != nil {
+		return err
+	}
+	b.hostState = host
+	for _, k := range b.kubelets() {
+		start := time.Now()
+		if err := k.start(b.o.upstreamServer, b.o.verbosity, b.extraArgs(k)); err != nil {
+			return err
+		}
+		if err := b.waitNodeReady(ctx, k); err != nil {
+			return err
+		}
+		b.results.nodeReady[k.name] = time.Since(start)
+	}
+	return nil
+}
+
+func (b *bench) extraArgs(k *kubelet) []string {
+	if k != b.nodelet {
+		return nil
+	}
+	return strings.Fields(b.o.nodeletArgs)
+}
+
+// waitNodeReady polls the Node every 50 ms until it is Ready.
+func (b *bench) waitNodeReady(ctx context.Context, k *kubelet) error {
+	for start := time.Now(); time.Since(start) < 2*time.Minute; {
+		n, err := b.client.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if err == nil && nodeReady(n) {
+			return nil
+		}
+		if err := b.sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("node %s not Ready within 2 minutes; see %s", k.node, k.logFile())
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// sleep waits d, failing early if the context ends or a kubelet exits.
+func (b *bench) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.nodelet.done:
+		return b.nodelet.exited()
+	case <-b.upstream.done:
+		return b.upstream.exited()
+	case <-t.C:
+		return nil
+	}
+}
+
+// cleanUp stops the kubelets, removes their API objects, pods, rigs, cgroups and mounts,
+// and restores what upstream changed on the host. After a failure the logs are kept.
+func (b *bench) cleanUp(dir string, failed bool) error {
+	ctx := context.Background()
+	var errs []error
+	for _, k := range b.kubelets() {
+		k.stop()
+	}
+	if b.client != nil {
+		for _, k := range b.kubelets() {
+			errs = append(errs, b.deleteAPIObjects(ctx, k))
+		}
+	}
+	if b.releaseLock != nil {
+		b.releaseLock()
+	}
+	for _, k := range b.kubelets() {
+		errs = append(errs, removeRuntimePods(ctx, k), k.rig.down(b.o.repo), k.removeCgroupRoot(), k.unmountAll())
+	}
+	errs = append(errs, removeCgroupTree(b.rawCgroupRoot()))
+	if b.hostState != nil {
+		errs = append(errs, b.hostState.restore())
+	}
+	if failed || b.o.keepLogs {
+		fmt.Fprintf(os.Stderr, "bench: logs and configs kept in %s\n", dir)
+	} else {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteAPIObjects removes a stopped kubelet's pods (at once: no kubelet will finish a
+// graceful deletion), namespace, Node and Lease.
+func (b *bench) deleteAPIObjects(ctx context.Context, k *kubelet) error {
+	var errs []error
+	pods, err := b.client.CoreV1().Pods(k.namespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range pods.Items {
+			errs = append(errs, ignoreNotFound(b.client.CoreV1().Pods(k.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})))
+		}
+	}
+	errs = append(errs, ignoreNotFound(b.client.CoreV1().Namespaces().Delete(ctx, k.namespace, metav1.DeleteOptions{})), b.deleteNode(ctx, k.node))
+	return errors.Join(errs...)
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// removeRuntimePods stops and removes the kubelet's pods from its rig, for a rig the bench
+// did not start (one it started goes down whole).
+func removeRuntimePods(ctx context.Context, k *kubelet) error {
+	if k.rig.endpoint == "" || k.rig.startedHere {
+		return nil
+	}
+	rs, err := cri.NewRemoteRuntimeService(ctx, k.rig.endpoint, 3*time.Second, time.Minute)
+	if err != nil {
+		return err
+	}
+	defer rs.Close(ctx)
+	sandboxes, err := rs.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range sandboxes {
+		if sb.Labels[criconfig.PodNamespaceLabel] == k.namespace {
+			errs = append(errs, rs.StopPodSandbox(ctx, sb.Id), rs.RemovePodSandbox(ctx, sb.Id))
+		}
+	}
+	return errors.Join(errs...)
+}

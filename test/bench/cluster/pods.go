@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	image = "docker.io/library/busybox:1.36"
+	// benchLabel marks every pod of a run (value: the run's id); the watch selects on it.
+	benchLabel = "nodelet-bench"
+	// containerScript sleeps without using CPU and exits at once on SIGTERM (a shell as
+	// PID 1 would otherwise ignore it and wait out the grace period), so deletion measures
+	// the kubelet rather than the grace period.
+	containerScript = `trap "exit 0" TERM; sleep 3600 & wait`
+)
+
+// benchPod is the pod both kubelets run: one busybox container, no probes, pinned to the
+// node with spec.nodeName (no scheduler in the path), no service account token (projected
+// volumes are not in nodelet yet), DNS from the node (no cluster DNS on this control plane).
+func benchPod(runID, namespace, name, node string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{benchLabel: runID}},
+		Spec: v1.PodSpec{
+			NodeName:                      node,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			DNSPolicy:                     v1.DNSDefault,
+			Containers: []v1.Container{{
+				Name: "app", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sh", "-c", containerScript},
+			}},
+		},
+	}
+}
+
+// tracker watches the run's pods (one informer on the bench label) and records when each
+// was first seen Ready=True and when it was seen deleted. The times are taken in the event
+// handlers, so how often a waiter looks at them does not change them.
+type tracker struct {
+	mu    sync.Mutex
+	ready map[string]time.Time // namespace/name
+	gone  map[string]time.Time
+}
+
+func startTracker(ctx context.Context, client kubernetes.Interface, runID string) (*tracker, error) {
+	t := &tracker{ready: map[string]time.Time{}, gone: map[string]time.Time{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(
+		func(o *metav1.ListOptions) { o.LabelSelector = benchLabel + "=" + runID }))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.seen(obj) },
+		UpdateFunc: func(_, obj any) { t.seen(obj) },
+		DeleteFunc: t.deleted,
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, errors.New("pod watch did not sync")
+	}
+	return t, nil
+}
+
+func (t *tracker) seen(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || !podReady(pod) {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := pod.Namespace + "/" + pod.Name
+	if _, done := t.ready[key]; !done {
+		t.ready[key] = now
+	}
+}
+
+func (t *tracker) deleted(obj any) {
+	now := time.Now()
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gone[pod.Namespace+"/"+pod.Name] = now
+}
+
+func podReady(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitAll waits until every key has a time in the map which selects, and returns the
+// latest of them. It gives up when alive fails.
+func (t *tracker) waitAll(ctx context.Context, which func(*tracker) map[string]time.Time, keys []string, timeout time.Duration, alive func() error) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		last, missing := t.latest(which, keys)
+		if missing == 0 {
+			return last, nil
+		}
+		if err := alive(); err != nil {
+			return time.Time{}, err
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%d of %d pods (%s, ...) not there within %v", missing, len(keys), keys[0], timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (t *tracker) latest(which func(*tracker) map[string]time.Time, keys []string) (time.Time, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	missing := 0
+	m := which(t)
+	for _, k := range keys {
+		at, ok := m[k]
+		if !ok {
+			missing++
+		} else if at.After(last) {
+			last = at
+		}
+	}
+	return last, missing
+}
+
+func readyTimes(t *tracker) map[string]time.Time { return t.ready }
+func goneTimes(t *tracker) map[string]time.Time  { return t.gone }
+
+// forEach runs f for every name at once and returns their errors joined.
+func forEach(names []string, f func(name string) error) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { errs[i] = f(name) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// createPods creates the pods on k's node, all at once, and returns when it began.
+func (b *bench) createPods(ctx context.Context, k *kubelet, names []string) (time.Time, error) {
+	pods := make(map[string]*v1.Pod, len(names))
+	for _, n := range names {
+		pods[n] = benchPod(b.runID, k.namespace, n, k.node)
+	}
+	start := time.Now()
+	return start, forEach(names, func(name string) error {
+		_, err := b.client.CoreV1().Pods(k.namespace).Create(ctx, pods[name], metav1.CreateOptions{})
+		return err
+	})
+}
+
+// deletePods deletes the pods (with their grace period), all at once, and returns when it
+// began.
+func (b *bench) deletePods(ctx context.Context, k *kubelet, names []string) (time.Time, error) {
+	start := time.Now()
+	return start, forEach(names, func(name string) error {
+		return b.client.CoreV1().Pods(k.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+}
+
+// keys are the tracker's keys of k's pods.
+func keys(k *kubelet, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = k.namespace + "/" + n
+	}
+	return out
+}
