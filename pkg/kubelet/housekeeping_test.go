@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/prober/results"
@@ -133,11 +134,41 @@ func (p *fakeProber) isProbed(uid types.UID) bool {
 	return p.probed.Has(uid)
 }
 
+// fakePLEG records on-demand relist requests.
+type fakePLEG struct {
+	mu        sync.Mutex
+	relisted  []types.UID
+	eventChan chan *pleg.PodLifecycleEvent
+}
+
+func (p *fakePLEG) Start()                                              {}
+func (p *fakePLEG) Stop()                                               {}
+func (p *fakePLEG) Watch() chan *pleg.PodLifecycleEvent                 { return p.eventChan }
+func (p *fakePLEG) Healthy() (bool, error)                              { return true, nil }
+func (p *fakePLEG) UpdateCache(*container.Pod, types.UID) (error, bool) { return nil, true }
+func (p *fakePLEG) RequestRelist(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.relisted = append(p.relisted, uid)
+}
+
+func (p *fakePLEG) relistRequests(uid types.UID) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, u := range p.relisted {
+		if u == uid {
+			n++
+		}
+	}
+	return n
+}
+
 func newTestKubelet(rt *fakeRuntime, vols *fakeVolumes, ready *bool) *Kubelet {
 	cache := podcache.New()
 	cache.UpdateTime(time.Now().Add(time.Hour))
 	return New(Config{SyncFrequency: time.Minute, HousekeepingPeriod: time.Second, MaxPods: 2, GCPeriod: time.Minute}, Deps{
-		Runtime: rt, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: fakeCgroups{},
+		Runtime: rt, PLEG: &fakePLEG{}, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: fakeCgroups{},
 		Recorder: record.NewFakeRecorder(100), Liveness: results.NewManager(), Readiness: results.NewManager(),
 		Startup: results.NewManager(), Prober: &fakeProber{probed: sets.New[types.UID]()}, SourcesReady: func(sets.Set[string]) bool { return *ready },
 	})
@@ -279,14 +310,14 @@ func TestSyncPodReportsBackOffOnlyResultsAsBackOffWait(t *testing.T) {
 	backOff := container.NewSyncResult(container.StartContainer, "c")
 	backOff.Fail(container.ErrCrashLoopBackOff, "back-off 10s restarting failed container")
 	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{backOff}}
-	if _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); !errors.Is(err, podworkers.ErrBackOffWait) {
+	if _, _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); !errors.Is(err, podworkers.ErrBackOffWait) {
 		t.Errorf("back-off only: err %v, want ErrBackOffWait", err)
 	}
 
 	failed := container.NewSyncResult(container.StartContainer, "c")
 	failed.Fail(container.ErrRunContainer, "boom")
 	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{backOff, failed}}
-	if _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err == nil || errors.Is(err, podworkers.ErrBackOffWait) {
+	if _, _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err == nil || errors.Is(err, podworkers.ErrBackOffWait) {
 		t.Errorf("a real failure: err %v, want a sync error", err)
 	}
 }

@@ -17,17 +17,17 @@ import (
 
 // SyncPod converges one pod (the pod worker's "sync" phase): publish its status, prepare
 // volumes, then let the runtime manager do the rest.
-func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, ps *container.PodStatus) (bool, error) {
+func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, ps *container.PodStatus) (bool, func(), error) {
 	apiStatus := k.generateStatus(pod, ps, false)
 	k.deps.Status.SetPodStatus(pod, apiStatus)
 	if isTerminalPhase(apiStatus.Phase) {
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
-		return true, nil
+		return true, nil, nil
 	}
 	k.syncMirrorPod(ctx, pod)
 	if err := k.deps.Volumes.SetUpPod(pod); err != nil {
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
-		return false, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
+		return false, nil, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
 	}
 	// Every sync makes sure the pod is probed (as upstream): a pod re-created with the
 	// same UID lost its probes when the old pod's teardown finished.
@@ -36,11 +36,16 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	k.reasons.Update(pod.UID, result)
 	if err := result.Error(); err != nil {
 		if onlyBackOff(result) {
-			return false, podworkers.ErrBackOffWait
+			return false, nil, podworkers.ErrBackOffWait
 		}
-		return false, err
+		return false, nil, err
 	}
-	return false, nil
+	if len(result.SyncResults) == 0 {
+		return false, nil, nil
+	}
+	// The sync changed the pod: relist it at once, so its new containers are seen (and
+	// reported Running, then Ready) without waiting for the next periodic relist.
+	return false, func() { k.deps.PLEG.RequestRelist(pod.UID) }, nil
 }
 
 // onlyBackOff reports results whose failures are all back-offs (CrashLoopBackOff,

@@ -145,6 +145,23 @@ func (r podRecords) setCurrent(pods []*container.Pod) {
 	}
 }
 
+// setCurrentOne records one pod of a new listing (a one-pod relist); the other pods'
+// records are left alone.
+func (r podRecords) setCurrentOne(uid types.UID, pods []*container.Pod) {
+	var current *container.Pod
+	for _, p := range pods {
+		if p.ID == uid {
+			current = p
+			break
+		}
+	}
+	if rec, ok := r[uid]; ok {
+		rec.current = current
+	} else if current != nil {
+		r[uid] = &podRecord{current: current}
+	}
+}
+
 // update makes the current listing the old one once it has been handled, forgetting pods
 // that are gone.
 func (r podRecords) update(uid types.UID) {

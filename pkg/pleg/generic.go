@@ -48,7 +48,20 @@ type GenericPLEG struct {
 	runMu     sync.Mutex
 	durations RelistDuration
 	stopCh    chan struct{} // nil while stopped
+
+	// requests are the pods to relist out of turn (RequestRelist).
+	requests chan relistRequest
 }
+
+// relistRequest asks for one pod's relist; one asked for before the last full relist
+// started has been served by it.
+type relistRequest struct {
+	uid types.UID
+	at  time.Time
+}
+
+// relistRequestCapacity is upstream's queue length for on-demand relists.
+const relistRequestCapacity = 200
 
 var _ RelistingGenerator = (*GenericPLEG)(nil)
 
@@ -70,6 +83,7 @@ func NewGenericPLEG(runtime container.Runtime, eventChannel chan *PodLifecycleEv
 		clock:        clock,
 		records:      podRecords{},
 		durations:    *relistDuration,
+		requests:     make(chan relistRequest, relistRequestCapacity),
 	}
 }
 
@@ -105,6 +119,7 @@ func (g *GenericPLEG) Update(relistDuration *RelistDuration) {
 	g.durations = *relistDuration
 }
 
+// relistUntil relists every period, and single pods on request in between.
 func (g *GenericPLEG) relistUntil(period time.Duration, stop <-chan struct{}) {
 	for {
 		select {
@@ -113,13 +128,58 @@ func (g *GenericPLEG) relistUntil(period time.Duration, stop <-chan struct{}) {
 		default:
 		}
 		g.Relist()
-		t := g.clock.NewTimer(period)
+		if !g.serveRequestsUntil(g.clock.NewTimer(period), stop) {
+			return
+		}
+	}
+}
+
+// serveRequestsUntil relists the pods asked for until the timer fires (true) or stop
+// closes (false).
+func (g *GenericPLEG) serveRequestsUntil(t clock.Timer, stop <-chan struct{}) bool {
+	for {
 		select {
 		case <-stop:
 			t.Stop()
-			return
+			return false
 		case <-t.C():
+			return true
+		case req := <-g.requests:
+			if req.at.After(g.lastRelistTime()) {
+				g.relistOne(req.uid)
+			}
 		}
+	}
+}
+
+// RequestRelist implements PodLifecycleEventGenerator.
+func (g *GenericPLEG) RequestRelist(uid types.UID) {
+	select {
+	case g.requests <- relistRequest{uid: uid, at: g.clock.Now()}:
+	default:
+		klog.ErrorS(nil, "Relist request channel full; dropping relist request", "podUID", uid)
+	}
+}
+
+// relistOne relists a single pod: its events are sent and its status refreshed as a full
+// relist would, and its cached status counts as confirmed at the time of the listing.
+func (g *GenericPLEG) relistOne(uid types.UID) {
+	g.relistMu.Lock()
+	defer g.relistMu.Unlock()
+	if outage.Down() {
+		return
+	}
+	ctx := context.Background()
+	timestamp := g.clock.Now()
+	pods, err := g.runtime.GetPods(ctx, true)
+	if err != nil {
+		outage.ErrorS(err, "GenericPLEG: Unable to retrieve pods", "podUID", uid)
+		return
+	}
+	g.records.setCurrentOne(uid, pods)
+	if _, ok := g.relistPod(ctx, uid); ok {
+		delete(g.podsToReinspect, uid)
+		g.cache.SetObservedTime(uid, timestamp)
 	}
 }
 

@@ -708,3 +708,38 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("gathered %d PLEG metrics (%v), want 2", n, err)
 	}
 }
+
+func TestRequestRelistRelistsOnePodBetweenPeriods(t *testing.T) {
+	p := newTestPLEG(ChannelCapacity)
+	p.runtime.setPods(pod("a", ctr("c1", running)), pod("b", ctr("c2", running)))
+	p.Start()
+	defer p.Stop()
+	waitFor(t, "the first relist", func() bool { return p.runtime.lists() == 1 && p.clock.Waiters() == 1 })
+	p.drain()
+
+	// A request from before the last full relist is stale: nothing happens.
+	p.requests <- relistRequest{uid: "a", at: t0.Add(-time.Second)}
+	time.Sleep(20 * time.Millisecond)
+	if n := p.runtime.lists(); n != 1 {
+		t.Fatalf("a stale request relisted (%d lists)", n)
+	}
+
+	// a's container exits and b's too, but only a is asked for.
+	p.runtime.setPods(pod("a", ctr("c1", exited)), pod("b", ctr("c2", exited)))
+	waiting := newerThan(p.cache, "a", t0) // newer than the first relist
+	p.clock.Step(time.Millisecond)
+	p.RequestRelist("a")
+	waitFor(t, "the one-pod relist", func() bool { return p.runtime.lists() == 2 })
+	assertWoken(t, waiting, "a")
+	var got []PodLifecycleEvent
+	waitFor(t, "a's event", func() bool { got = append(got, p.drain()...); return len(got) > 0 })
+	assertEvents(t, got, []PodLifecycleEvent{ev("a", ContainerDied, "c1")})
+
+	// The next full relist still finds b's change (its record was left alone) and not a's
+	// again.
+	p.clock.Step(RelistPeriod)
+	waitFor(t, "the periodic relist", func() bool { return p.runtime.lists() == 3 })
+	got = nil
+	waitFor(t, "b's event", func() bool { got = append(got, p.drain()...); return len(got) > 0 })
+	assertEvents(t, got, []PodLifecycleEvent{ev("b", ContainerDied, "c2")})
+}

@@ -62,6 +62,10 @@ type PodLifecycleEventGenerator interface {
 	// reporting whether the cache took it (it keeps a newer entry). The (error, bool)
 	// order is upstream's.
 	UpdateCache(pod *container.Pod, pid types.UID) (error, bool)
+	// RequestRelist asks for one pod to be relisted soon, out of turn: a pod worker that
+	// just changed the pod wants its events and fresh status without waiting for the next
+	// periodic relist (upstream's PLEGOnDemandRelist). It never blocks.
+	RequestRelist(uid types.UID)
 }
 
 // RelistDuration sets how often the PLEG relists and how stale a relist may get.

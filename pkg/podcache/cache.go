@@ -27,6 +27,9 @@ type Cache interface {
 	// a cached entry newer than timestamp and then reports false: two writers racing (the
 	// relist and a pod worker) must not let the older read win.
 	Set(uid types.UID, status *container.PodStatus, err error, timestamp time.Time) (updated bool)
+	// SetObservedTime records that the pod's cached data was confirmed accurate at
+	// timestamp (a one-pod relist found nothing new): it counts as that fresh.
+	SetObservedTime(uid types.UID, timestamp time.Time)
 	// Delete drops the pod's entry, once the runtime has nothing left of it.
 	Delete(uid types.UID)
 	// UpdateTime marks every entry fresh up to timestamp: the runtime was fully listed then
@@ -39,6 +42,16 @@ type entry struct {
 	status   *container.PodStatus
 	err      error
 	modified time.Time
+	// observed is when the data was last confirmed accurate, if after modified.
+	observed time.Time
+}
+
+// freshness is how recent the entry's data is known to be.
+func (e entry) freshness() time.Time {
+	if e.observed.After(e.modified) {
+		return e.observed
+	}
+	return e.modified
 }
 
 // waiter is a GetNewerThan call waiting for data newer than minTime.
@@ -84,6 +97,18 @@ func (c *cache) Set(uid types.UID, status *container.PodStatus, err error, times
 	return true
 }
 
+func (c *cache) SetObservedTime(uid types.UID, timestamp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.lookup(uid)
+	if !timestamp.After(e.freshness()) {
+		return
+	}
+	e.observed = timestamp
+	c.pods[uid] = e
+	c.wake(uid, timestamp)
+}
+
 func (c *cache) Delete(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,7 +139,7 @@ func (c *cache) newerThan(uid types.UID, minTime time.Time) bool {
 		return true
 	}
 	e, ok := c.pods[uid]
-	return ok && e.modified.After(minTime)
+	return ok && e.freshness().After(minTime)
 }
 
 // subscribe returns a channel that receives the pod's entry once it is newer than minTime,

@@ -131,3 +131,30 @@ func TestGetNewerThanWakesOnlySatisfiedWaiters(t *testing.T) {
 	c.UpdateTime(t0.Add(2 * time.Minute))
 	mustReturn(t, late)
 }
+
+func TestSetObservedTimeMakesAnUnchangedEntryFresh(t *testing.T) {
+	c := New()
+	t0 := time.Now()
+	c.Set("a", &container.PodStatus{ID: "a"}, nil, t0)
+	got := make(chan *container.PodStatus, 1)
+	go func() { s, _ := c.GetNewerThan("a", t0.Add(time.Second)); got <- s }()
+	select {
+	case <-got:
+		t.Fatal("GetNewerThan returned data older than asked for")
+	case <-time.After(20 * time.Millisecond):
+	}
+	c.SetObservedTime("a", t0.Add(2*time.Second))
+	select {
+	case s := <-got:
+		if s.ID != "a" {
+			t.Errorf("got %+v", s)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a confirmed entry did not wake the waiter")
+	}
+	// A pod with nothing in the runtime can be confirmed too.
+	c.SetObservedTime("gone", t0.Add(2*time.Second))
+	if s, _ := c.GetNewerThan("gone", t0.Add(time.Second)); s == nil || s.ID != "gone" {
+		t.Errorf("confirmed empty pod: %+v", s)
+	}
+}

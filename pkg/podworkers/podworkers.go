@@ -55,8 +55,10 @@ type UpdatePodOptions struct {
 
 // Syncer does the work of each phase (implemented by the kubelet).
 type Syncer interface {
-	// SyncPod converges a pod; isTerminal reports that it has finished for good.
-	SyncPod(ctx context.Context, updateType SyncPodType, pod *v1.Pod, status *container.PodStatus) (isTerminal bool, err error)
+	// SyncPod converges a pod; isTerminal reports that it has finished for good. postSync,
+	// when not nil, is called once the worker has recorded the sync's time (the kubelet
+	// asks the PLEG to relist the pod then, so its next status is newer than this sync).
+	SyncPod(ctx context.Context, updateType SyncPodType, pod *v1.Pod, status *container.PodStatus) (isTerminal bool, postSync func(), err error)
 	// SyncTerminatingPod stops every container within gracePeriod; nil means all stopped.
 	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *container.PodStatus, gracePeriod *int64, statusFn func(*v1.PodStatus)) error
 	// SyncTerminatingRuntimePod kills a pod known only from the runtime.
@@ -235,10 +237,20 @@ func (p *PodWorkers) workerLoop(uid types.UID, s *podState) {
 			continue
 		}
 		status, err := p.statusNewerThan(uid, work, lastSync)
+		started := p.clock.Now()
+		var postSync func()
 		if err == nil {
-			err = p.runPhase(ctx, uid, s, work, status)
+			postSync, err = p.runPhase(ctx, uid, s, work, status)
 		}
 		lastSync = p.clock.Now()
+		if err == nil && work.phase == TerminatingPod && work.pod != nil {
+			// SyncTerminatingPod stores the status it read after the kill in the cache:
+			// the terminated phase may use it rather than wait for the next relist.
+			lastSync = started
+		}
+		if postSync != nil {
+			postSync()
+		}
 		if p.completeWork(uid, s, work, err) {
 			return
 		}
@@ -284,10 +296,10 @@ func (p *PodWorkers) statusNewerThan(uid types.UID, w work, lastSync time.Time) 
 	return p.cache.GetNewerThan(uid, lastSync)
 }
 
-func (p *PodWorkers) runPhase(ctx context.Context, uid types.UID, s *podState, w work, status *container.PodStatus) error {
+func (p *PodWorkers) runPhase(ctx context.Context, uid types.UID, s *podState, w work, status *container.PodStatus) (func(), error) {
 	switch w.phase {
 	case SyncPod:
-		terminal, err := p.syncer.SyncPod(ctx, w.updateType, w.pod, status)
+		terminal, postSync, err := p.syncer.SyncPod(ctx, w.updateType, w.pod, status)
 		if err == nil && terminal {
 			p.mu.Lock()
 			if !s.terminating {
@@ -295,7 +307,7 @@ func (p *PodWorkers) runPhase(ctx context.Context, uid types.UID, s *podState, w
 			}
 			p.mu.Unlock()
 		}
-		return err
+		return postSync, err
 	case TerminatingPod:
 		var err error
 		if w.pod == nil {
@@ -308,12 +320,12 @@ func (p *PodWorkers) runPhase(ctx context.Context, uid types.UID, s *podState, w
 			s.terminated = true
 			p.mu.Unlock()
 		}
-		return err
+		return nil, err
 	default:
 		if w.pod == nil {
-			return nil
+			return nil, nil
 		}
-		return p.syncer.SyncTerminatedPod(ctx, w.pod, status)
+		return nil, p.syncer.SyncTerminatedPod(ctx, w.pod, status)
 	}
 }
 

@@ -33,6 +33,8 @@ type fakeSyncer struct {
 	termFailures int
 	// termBlock, when non-nil, makes SyncTerminatingPod wait on it.
 	termBlock chan struct{}
+	// onTerminating runs at the start of SyncTerminatingPod.
+	onTerminating func()
 }
 
 func (f *fakeSyncer) record(uid types.UID, what string) func() {
@@ -46,20 +48,24 @@ func (f *fakeSyncer) record(uid types.UID, what string) func() {
 	return func() { f.mu.Lock(); f.inFlight[uid]--; f.mu.Unlock() }
 }
 
-func (f *fakeSyncer) SyncPod(ctx context.Context, _ SyncPodType, pod *v1.Pod, _ *container.PodStatus) (bool, error) {
+func (f *fakeSyncer) SyncPod(ctx context.Context, _ SyncPodType, pod *v1.Pod, _ *container.PodStatus) (bool, func(), error) {
 	defer f.record(pod.UID, "sync")()
 	if f.block != nil {
 		select {
 		case <-f.block:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, nil, ctx.Err()
 		}
 	}
-	return f.terminal, f.syncErr
+	postSync := func() { f.record(pod.UID, "post-sync")() }
+	return f.terminal, postSync, f.syncErr
 }
 
 func (f *fakeSyncer) SyncTerminatingPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus, grace *int64, _ func(*v1.PodStatus)) error {
 	defer f.record(pod.UID, "terminating")()
+	if f.onTerminating != nil {
+		f.onTerminating()
+	}
 	if f.termBlock != nil {
 		<-f.termBlock
 	}
@@ -342,4 +348,21 @@ func TestPodWithoutWorkerHasNoContainersOnceKnownPodsAreSynced(t *testing.T) {
 	if w.CouldHaveRunningContainers("never-started") {
 		t.Error("after housekeeping, a pod without a worker (e.g. rejected) cannot have containers")
 	}
+}
+
+func TestPostSyncRunsAfterTheSyncAndTerminationDoesNotWaitForARelist(t *testing.T) {
+	f := &fakeSyncer{inFlight: map[types.UID]int{}}
+	cache := podcache.New()
+	cache.UpdateTime(time.Now())
+	w := New(f, cache, NewWorkQueue(clock.RealClock{}), clock.RealClock{}, time.Minute)
+	pod := testPod("p")
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodCreate})
+	eventually(t, "post-sync after the sync", func() bool { return f.count("p", "post-sync") == 1 })
+	cache.UpdateTime(time.Now()) // the relist post-sync asks for
+
+	// No relist refreshes the cache from here on; the terminating phase stores the status
+	// it read after the kill, as the kubelet does, and the terminated phase uses it.
+	f.onTerminating = func() { cache.Set("p", &container.PodStatus{ID: "p"}, nil, time.Now()) }
+	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
+	eventually(t, "terminated without a relist", func() bool { return f.count("p", "terminated") == 1 })
 }
