@@ -131,8 +131,6 @@ func (g *GenericPLEG) Healthy() (bool, error) {
 	if last.IsZero() {
 		return false, errors.New("pleg has yet to be successful")
 	}
-	// Exposed so one can alert on time() - kubelet_pleg_last_seen_seconds.
-	metrics.PLEGLastSeen.Set(float64(last.Unix()))
 	g.runMu.Lock()
 	threshold := g.durations.RelistThreshold
 	g.runMu.Unlock()
@@ -175,6 +173,10 @@ func (g *GenericPLEG) Relist() {
 		return
 	}
 	g.lastRelist.Store(&timestamp)
+	// Exposed so one can alert on time() - kubelet_pleg_last_seen_seconds. Upstream sets
+	// it when its health is checked, on every loop iteration; nodelet checks health only
+	// for the node's Ready condition, so it is set here.
+	metrics.PLEGLastSeen.Set(float64(timestamp.Unix()))
 	recordRunning(pods)
 	g.records.setCurrent(pods)
 
