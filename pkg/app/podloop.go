@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,6 +31,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/logs"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
@@ -63,7 +63,7 @@ func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
 
 // startPodLoop builds the pod sources, the runtime manager, the node status controller
 // and the loop, and runs them until ctx ends. cl is nil standalone.
-func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, reg prometheus.Registerer, cl *cluster) error {
+func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) error {
 	cfg := opts.Config
 	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)
 	if err != nil {
@@ -92,9 +92,6 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
-	if err := pleg.Register(reg); err != nil {
-		return err
-	}
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
 	podLEG := pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{})
@@ -111,7 +108,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	go func() { _, _ = node.Node(ctx) }()
 	pods := podmanager.New()
 	statusManager := status.NewManager(cl.statusSyncer(pods, proxy))
-	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, reg)
+	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, registries.Probes)
 	podConfig := sources.NewConfig(recorder)
 	expected := startSources(ctx, cfg, podConfig, types.NodeName(nodeName))
 	deps := kubelet.Deps{

@@ -18,6 +18,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/lockfile"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/server"
 )
@@ -47,8 +48,16 @@ func Run(ctx context.Context, opts *config.Options) error {
 		}
 		defer release()
 	}
-	registry := prometheus.NewRegistry()
-	runtime, images, err := connectRuntime(ctx, opts, registry)
+	name, err := nodeName(opts)
+	if err != nil {
+		return err
+	}
+	// registries.Handler and ProbesHandler serve /metrics and /metrics/probes.
+	registries, err := metrics.NewRegistries(name)
+	if err != nil {
+		return err
+	}
+	runtime, images, err := connectRuntime(ctx, opts, registries.Kubelet)
 	if err != nil {
 		return err
 	}
@@ -65,18 +74,14 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err := serveHealthz(ctx, opts, state); err != nil {
 		return err
 	}
-	name, err := nodeName(opts)
-	if err != nil {
-		return err
-	}
-	cl, err := connectCluster(ctx, opts, name, registry)
+	cl, err := connectCluster(ctx, opts, name, registries.Kubelet)
 	if err != nil {
 		return err
 	}
 	if cl != nil {
 		defer cl.clients.Stop()
 	}
-	if err := startPodLoop(ctx, opts, name, runtime, images, state, registry, cl); err != nil {
+	if err := startPodLoop(ctx, opts, name, runtime, images, state, registries, cl); err != nil {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
@@ -118,19 +123,19 @@ func takeLock(opts *config.Options, stop context.CancelFunc) (func(), error) {
 func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
 	cfg := opts.Config
 	timeout := cfg.RuntimeRequestTimeout.Duration
-	metrics, err := cri.NewMetrics(reg)
+	criMetrics, err := cri.NewMetrics(reg)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The clients' error lines go through the outage gate: one line per outage, not one
 	// per failed call.
 	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
-	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics), logger)
+	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
 	if err != nil {
 		return nil, nil, err
 	}
 	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
-	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(metrics), logger)
+	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
 	if err != nil {
 		runtime.Close(ctx)
 		return nil, nil, err

@@ -30,25 +30,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "runtime_operations_total",
-			Help: "Cumulative number of runtime operations by operation type.",
+			Help: "[ALPHA] Cumulative number of runtime operations by operation type.",
 		}, []string{"operation_type"}),
 		operationDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "runtime_operations_duration_seconds",
-			Help:    "Duration in seconds of runtime operations. Broken down by operation type.",
+			Help:    "[ALPHA] Duration in seconds of runtime operations. Broken down by operation type.",
 			Buckets: prometheus.ExponentialBuckets(.005, 2.5, 14),
 		}, []string{"operation_type"}),
 		operationErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "runtime_operations_errors_total",
-			Help: "Cumulative number of runtime operation errors by operation type.",
+			Help: "[ALPHA] Cumulative number of runtime operation errors by operation type.",
 		}, []string{"operation_type"}),
 		runPodSandboxDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "run_podsandbox_duration_seconds",
-			Help:    "Duration in seconds of the run_podsandbox operations. Broken down by RuntimeClass.Handler.",
+			Help:    "[ALPHA] Duration in seconds of the run_podsandbox operations. Broken down by RuntimeClass.Handler.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"runtime_handler"}),
 		runPodSandboxErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "run_podsandbox_errors_total",
-			Help: "Cumulative number of the run_podsandbox operation errors by RuntimeClass.Handler.",
+			Help: "[ALPHA] Cumulative number of the run_podsandbox operation errors by RuntimeClass.Handler.",
 		}, []string{"runtime_handler"}),
 	}
 	var err error

@@ -56,7 +56,7 @@ func TestMetricsOverGRPC(t *testing.T) {
 	// The exposed names are upstream's. Compared first: reading a counter
 	// below with WithLabelValues creates its series.
 	const wantErrors = `
-# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.
+# HELP kubelet_runtime_operations_errors_total [ALPHA] Cumulative number of runtime operation errors by operation type.
 # TYPE kubelet_runtime_operations_errors_total counter
 kubelet_runtime_operations_errors_total{operation_type="pull_image"} 1
 kubelet_runtime_operations_errors_total{operation_type="start_container"} 1

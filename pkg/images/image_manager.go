@@ -16,6 +16,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 )
 
 // Event reasons, as upstream's pkg/kubelet/events.
@@ -121,7 +123,10 @@ func (m *imageManager) pullImage(ctx context.Context, objRef *v1.ObjectReference
 
 	m.event(ctx, objRef, v1.EventTypeNormal, EventPullingImage, logPrefix, fmt.Sprintf("Pulling image %q", image))
 	start := time.Now()
+	// The pod's start-up trace counts the pull, waiting for a turn included.
+	endPull := podstartup.FromContext(ctx).Begin(podstartup.ImagePull)
 	result := m.puller.pull(ctx, spec, pullSecrets, sandboxConfig)
+	endPull()
 	if result.err != nil {
 		m.event(ctx, objRef, v1.EventTypeWarning, EventFailedToPullImage, logPrefix, fmt.Sprintf("Failed to pull image %q: %v", image, result.err))
 		m.backOff.Next(backOffKey, m.backOff.Clock.Now())
@@ -132,6 +137,7 @@ func (m *imageManager) pullImage(ctx context.Context, objRef *v1.ObjectReference
 	total := time.Since(start).Truncate(time.Millisecond)
 	m.event(ctx, objRef, v1.EventTypeNormal, EventPulledImage, logPrefix, fmt.Sprintf("Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 		image, result.pullDuration.Truncate(time.Millisecond), total, result.imageSize))
+	metrics.ImagePullDuration.WithLabelValues(metrics.ImageSizeBucket(result.imageSize)).Observe(total.Seconds())
 	m.backOff.GC()
 	return result.imageRef, "", nil
 }

@@ -20,14 +20,14 @@ type certMetrics struct {
 func registerCertMetrics(reg prometheus.Registerer, notAfter func() time.Time) (*certMetrics, error) {
 	m := &certMetrics{renewErrors: prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "kubelet", Subsystem: "certificate_manager", Name: "client_expiration_renew_errors",
-		Help: "Counter of certificate renewal errors.",
+		Help: "[ALPHA] Counter of certificate renewal errors.",
 	})}
 	if reg == nil {
 		return m, nil
 	}
 	ttl := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Subsystem: "kubelet", Name: "certificate_manager_client_ttl_seconds",
-		Help: "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. " +
+		Help: "[ALPHA] Gauge of the TTL (time-to-live) of the Kubelet's client certificate. " +
 			"The value is in seconds until certificate expiry (negative if already expired). " +
 			"If client certificate is invalid or unused, the value will be +INF.",
 	}, func() float64 { return ttlSeconds(notAfter(), time.Now()) })

@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/status"
@@ -23,7 +25,11 @@ func (k *Kubelet) handlePodAdditions(pods []*v1.Pod) {
 		// A pod already being torn down (same UID, re-added) or already terminal in the
 		// API is not admitted again; its worker finds it terminal.
 		if !k.workers.IsPodTerminationRequested(pod.UID) && !isTerminalPhase(pod.Status.Phase) {
-			if reason, msg, ok := k.admit(pod); !ok {
+			endAdmission := k.startup.Start(pod).Begin(podstartup.Admission)
+			reason, msg, ok := k.admit(pod)
+			endAdmission()
+			if !ok {
+				k.startup.Forget(pod.UID)
 				k.rejectPod(pod, reason, msg)
 				continue
 			}
@@ -64,13 +70,13 @@ func (k *Kubelet) admit(pod *v1.Pod) (reason, message string, ok bool) {
 	return "", "", true
 }
 
-// activePods are the admitted pods that may still hold resources (upstream's
-// filterOutInactivePods): not rejected, not known to be terminated, and not terminal unless
-// still being torn down.
+// activePods are the admitted pods but except (which may be nil) that may still hold
+// resources (upstream's filterOutInactivePods): not rejected, not known to be terminated,
+// and not terminal unless still being torn down.
 func (k *Kubelet) activePods(except *v1.Pod) []*v1.Pod {
 	var active []*v1.Pod
 	for _, p := range k.pods.GetPods() {
-		if p.UID == except.UID || k.rejected.Has(p.UID) || k.workers.IsPodKnownTerminated(p.UID) {
+		if (except != nil && p.UID == except.UID) || k.rejected.Has(p.UID) || k.workers.IsPodKnownTerminated(p.UID) {
 			continue
 		}
 		if k.isAdmittedPodTerminal(p) && !k.workers.IsPodTerminationRequested(p.UID) {
@@ -92,6 +98,7 @@ func (k *Kubelet) isAdmittedPodTerminal(pod *v1.Pod) bool {
 
 // rejectPod marks a pod Failed without running it, as upstream's admission does.
 func (k *Kubelet) rejectPod(pod *v1.Pod, reason, message string) {
+	metrics.RecordAdmissionRejection(reason)
 	k.rejected.Insert(pod.UID)
 	k.deps.Recorder.Event(pod, v1.EventTypeWarning, reason, message)
 	k.deps.Status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message})
@@ -118,6 +125,7 @@ func (k *Kubelet) handlePodRemoves(pods []*v1.Pod) {
 			continue
 		}
 		k.rejected.Delete(pod.UID)
+		k.startup.Forget(pod.UID)
 		k.deps.Prober.RemovePod(pod)
 		k.workers.UpdatePod(podworkers.UpdatePodOptions{
 			Pod: pod, UpdateType: podworkers.SyncPodKill, StartTime: k.deps.Clock.Now(),

@@ -9,8 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 // housekeeper removes what belongs to pods nobody wants any more (upstream's
@@ -38,7 +40,9 @@ func (h *housekeeper) run(ctx context.Context) {
 		probed[p.UID] = sets.Empty{}
 	}
 	h.k.deps.Prober.CleanupPods(probed)
+	h.k.startup.Retain(desiredUIDs)
 	known := h.k.workers.SyncKnownPods(desired)
+	h.k.recordPodCounts(desired)
 	h.restartRecreatedPods(desired, known)
 	h.killOrphans(ctx, known)
 	h.k.deleteOrphanedMirrorPods(ctx)
@@ -71,8 +75,10 @@ func (h *housekeeper) restartRecreatedPods(desired []*v1.Pod, known map[types.UI
 	h.k.deps.Status.RemoveOrphanedStatuses(keepStatus)
 	for _, pod := range restart {
 		klog.V(3).InfoS("Pod will be restarted because it is in the desired set and not known to the pod workers (likely due to UID reuse)", "pod", klog.KObj(pod), "podUID", pod.UID)
+		h.k.startup.Start(pod)
 		h.k.dispatch(pod, podworkers.SyncPodCreate)
 		known[pod.UID] = podworkers.SyncPod
+		metrics.RestartedPodTotal.WithLabelValues(metrics.StaticLabel(sources.IsStaticPod(pod))).Inc()
 	}
 }
 
@@ -90,6 +96,7 @@ func (h *housekeeper) killOrphans(ctx context.Context, known map[types.UID]podwo
 			continue
 		}
 		h.k.workers.UpdatePod(podworkers.UpdatePodOptions{RunningPod: rp, UpdateType: podworkers.SyncPodKill, StartTime: time.Now()})
+		metrics.OrphanedRuntimePodTotal.Inc()
 	}
 }
 
@@ -101,14 +108,20 @@ func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
 		klog.ErrorS(err, "Housekeeping: listing pod directories failed")
 		return
 	}
+	cleaned, failed := 0, 0
 	for _, uid := range uids {
 		if desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) {
 			continue
 		}
 		if err := h.k.deps.Volumes.CleanupPod(uid); err != nil {
 			klog.ErrorS(err, "Housekeeping: removing pod directory failed", "podUID", uid)
+			failed++
+			continue
 		}
+		cleaned++
 	}
+	metrics.OrphanPodCleanedVolumes.Set(float64(cleaned))
+	metrics.OrphanPodCleanedVolumesErrors.Set(float64(failed))
 }
 
 // removeOrphanedCgroups deletes pod cgroups of pods that are not desired and have nothing
@@ -160,4 +173,28 @@ func (k *Kubelet) IsPodTerminated(uid types.UID) bool {
 	}
 	st, ok := k.deps.Status.GetPodStatus(uid)
 	return ok && isTerminalPhase(st.Phase)
+}
+
+// recordPodCounts sets the gauges of desired, active and mirror pods and of ephemeral
+// containers (upstream's HandlePodCleanups and pod manager), by static label.
+func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
+	desiredN, activeN := map[string]int{"": 0, "true": 0}, map[string]int{"": 0, "true": 0}
+	mirrors, ephemeral := len(k.pods.GetOrphanedMirrorPodNames()), 0
+	for _, pod := range desired {
+		static := sources.IsStaticPod(pod)
+		desiredN[metrics.StaticLabel(static)]++
+		ephemeral += len(pod.Spec.EphemeralContainers)
+		if _, ok := k.pods.GetMirrorPodByPod(pod); ok && static {
+			mirrors++
+		}
+	}
+	for _, pod := range k.activePods(nil) {
+		activeN[metrics.StaticLabel(sources.IsStaticPod(pod))]++
+	}
+	for static, n := range desiredN {
+		metrics.DesiredPodCount.WithLabelValues(static).Set(float64(n))
+		metrics.ActivePodCount.WithLabelValues(static).Set(float64(activeN[static]))
+	}
+	metrics.MirrorPodCount.Set(float64(mirrors))
+	metrics.ManagedEphemeralContainers.Set(float64(ephemeral))
 }

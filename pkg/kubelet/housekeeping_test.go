@@ -32,6 +32,8 @@ type fakeRuntime struct {
 	synced  []types.UID
 	// result is what SyncPod returns.
 	result container.PodSyncResult
+	// onSync, when set, is called with each SyncPod's context.
+	onSync func(ctx context.Context)
 }
 
 func (f *fakeRuntime) Type() string { return "fake" }
@@ -46,7 +48,10 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 	return &container.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
 
-func (f *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ *container.PodStatus, _ []v1.Secret, _ *flowcontrol.Backoff) container.PodSyncResult {
+func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ *container.PodStatus, _ []v1.Secret, _ *flowcontrol.Backoff) container.PodSyncResult {
+	if f.onSync != nil {
+		f.onSync(ctx)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced = append(f.synced, pod.UID)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
 	"github.com/nodelet/nodelet/pkg/podmanager"
@@ -132,6 +133,8 @@ type Kubelet struct {
 	housekeeper *housekeeper
 	sourcesSeen seenSources
 	deadlines   *activeDeadlines
+	// startup traces the pods that are starting (pkg/metrics/podstartup).
+	startup *podstartup.Tracker
 }
 
 // New wires the loop.
@@ -152,6 +155,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		backOff:     flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
 		rejected:    sets.New[types.UID](),
 		sourcesSeen: seenSources{seen: sets.New[string]()},
+		startup:     podstartup.NewTracker(deps.Clock),
 	}
 	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = &housekeeper{k: k}

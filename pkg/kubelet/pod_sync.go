@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/status"
 )
@@ -18,14 +22,27 @@ import (
 // SyncPod converges one pod (the pod worker's "sync" phase): publish its status, prepare
 // volumes, then let the runtime manager do the rest.
 func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType, pod *v1.Pod, ps *container.PodStatus) (bool, func(), error) {
-	apiStatus := k.generateStatus(pod, ps, false)
+	// The runtime and image managers mark their phases of the pod's start-up on the trace.
+	ctx = k.startup.WithTrace(ctx, pod.UID)
+	if updateType == podworkers.SyncPodCreate {
+		k.observeSince(metrics.PodWorkerStartDuration, pod)
+	}
+	previous, hadStatus := k.previousStatus(pod)
+	apiStatus := k.generateStatusFrom(pod, ps, previous, false)
+	if hadStatus && previous.Phase == v1.PodPending && apiStatus.Phase == v1.PodRunning {
+		k.observeSince(metrics.PodStartDuration, pod)
+	}
 	k.deps.Status.SetPodStatus(pod, apiStatus)
+	k.observeStartup(pod.UID)
 	if isTerminalPhase(apiStatus.Phase) {
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
 		return true, nil, nil
 	}
 	k.syncMirrorPod(ctx, pod)
-	if err := k.deps.Volumes.SetUpPod(pod); err != nil {
+	endVolumes := podstartup.FromContext(ctx).Begin(podstartup.Volumes)
+	err := k.deps.Volumes.SetUpPod(pod)
+	endVolumes()
+	if err != nil {
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
 		return false, nil, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
 	}
@@ -66,6 +83,7 @@ func onlyBackOff(r container.PodSyncResult) bool {
 // resulting status; it succeeds only when nothing is left running.
 func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus, gracePeriod *int64, statusFn func(*v1.PodStatus)) error {
 	klog.V(2).InfoS("Pod terminating", "pod", klog.KObj(pod), "gracePeriod", gracePeriod)
+	k.startup.Forget(pod.UID)
 	// Liveness and startup failures must not restart what is being stopped.
 	k.deps.Prober.StopLivenessAndStartup(pod)
 	apiStatus := k.generateStatus(pod, ps, false)
@@ -127,10 +145,21 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *contai
 
 // generateStatus computes the API status from the runtime's view.
 func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal bool) v1.PodStatus {
-	old, ok := k.deps.Status.GetPodStatus(pod.UID)
-	if !ok {
-		old = pod.Status
+	old, _ := k.previousStatus(pod)
+	return k.generateStatusFrom(pod, ps, old, terminal)
+}
+
+// previousStatus is the status the status manager holds for the pod (hadStatus), or else
+// the pod's own.
+func (k *Kubelet) previousStatus(pod *v1.Pod) (st v1.PodStatus, hadStatus bool) {
+	if st, ok := k.deps.Status.GetPodStatus(pod.UID); ok {
+		return st, true
 	}
+	return pod.Status, false
+}
+
+// generateStatusFrom computes the API status from the runtime's view and the previous status.
+func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v1.PodStatus, terminal bool) v1.PodStatus {
 	st := status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
 		PodIsTerminal: terminal,
 		HostIPs:       k.cfg.HostIPs,
@@ -146,4 +175,23 @@ func (k *Kubelet) generateStatus(pod *v1.Pod, ps *container.PodStatus, terminal 
 	// of a container that has just started, instead of waiting for the worker's next tick.
 	k.deps.Prober.UpdatePodStatus(pod, &st)
 	return st
+}
+
+// observeSince observes, on h, the time since the kubelet first saw the pod (upstream's
+// pod worker start and pod start latencies); a pod without a first-seen time is skipped.
+func (k *Kubelet) observeSince(h prometheus.Observer, pod *v1.Pod) {
+	if seen, ok := podstartup.FirstSeen(pod); ok {
+		h.Observe(k.deps.Clock.Since(seen).Seconds())
+	}
+}
+
+// observeStartup ends the pod's start-up trace once the status manager's status shows the
+// pod ready, or finished.
+func (k *Kubelet) observeStartup(uid types.UID) {
+	if !k.startup.Starting(uid) {
+		return
+	}
+	if st, ok := k.deps.Status.GetPodStatus(uid); ok {
+		k.startup.StatusChanged(uid, &st)
+	}
 }

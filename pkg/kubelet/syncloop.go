@@ -80,6 +80,7 @@ func (k *Kubelet) syncLoopIteration(ctx context.Context, updates <-chan podUpdat
 		}
 	case u := <-k.deps.Readiness.Updates():
 		k.deps.Status.SetContainerReadiness(u.PodUID, u.ContainerID, u.Result == results.Success)
+		k.observeStartup(u.PodUID)
 		k.handleProbeSync(u, "readiness", resultWord(u.Result))
 	case u := <-k.deps.Startup.Updates():
 		k.deps.Status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == results.Success)
@@ -110,6 +111,13 @@ func (k *Kubelet) handleConfigUpdate(u podUpdate) {
 		k.handlePodReconcile(u.Pods)
 	}
 	k.sourcesSeen.add(u.Source)
+	if u.Source == sources.APIServerSource {
+		// The API pods' start-up SLI ends when their running status comes back here.
+		now := k.deps.Clock.Now()
+		for _, pod := range u.Pods {
+			k.startup.ObservedOnWatch(pod, now)
+		}
+	}
 }
 
 // handlePLEGEvent syncs the pod a runtime event is about; removal events need no sync.

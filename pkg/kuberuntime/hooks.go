@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/version"
 )
 
@@ -104,6 +105,7 @@ func sleepHook(ctx context.Context, seconds int64) error {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		metrics.LifecycleHandlerSleepTerminated.Inc()
 		return errors.New("container terminated before sleep hook finished")
 	case <-t.C:
 		return nil
@@ -144,6 +146,7 @@ func (h *hookRunner) runHTTPHandler(ctx context.Context, pod *v1.Pod, c *v1.Cont
 	if httpErr != nil {
 		return err
 	}
+	metrics.LifecycleHandlerHTTPFallbacks.Inc()
 	h.recorder.Event(container.PodRef(pod), v1.EventTypeWarning, eventLifecycleHTTPFallback,
 		fmt.Sprintf("request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", plain.URL.Host))
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/outage"
 )
 
@@ -33,13 +34,17 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 		return msg, err
 	}
 
+	trace := podstartup.FromContext(ctx)
+	endCreate := trace.Begin(podstartup.ContainerCreate)
 	config, cleanup, msg, err := m.containerConfig(ctx, s, c, ec, imageRef)
 	if err != nil {
+		endCreate()
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", msg)
 		return msg, container.ErrCreateContainerConfig
 	}
 
 	id, err := m.runtime.CreateContainer(ctx, s.sandboxID, config, s.sandboxConfig)
+	endCreate()
 	if err != nil {
 		// The termination-message file is per container instance: drop the unused one.
 		cleanup()
@@ -49,6 +54,8 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 	}
 	m.recordContainerEvent(pod, c, id, v1.EventTypeNormal, eventCreatedContainer, "Created container: %v", c.Name)
 
+	// A container has started once its postStart hook has run.
+	defer trace.Begin(podstartup.ContainerStart)()
 	if err := m.runtime.StartContainer(ctx, id); err != nil {
 		msg := grpcMessage(err)
 		m.recordContainerEvent(pod, c, id, v1.EventTypeWarning, eventFailedToStart, "Error: %v", msg)

@@ -14,6 +14,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/outage"
 )
 
@@ -46,6 +48,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	}
 	// Keep terminated init containers in check; GC would get them too, later.
 	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
+	traceInitContainers(ctx, pod, podStatus)
 
 	if hasWorkToStart(changes) && !m.setUpVolumes(pod, &result) {
 		return result
@@ -143,15 +146,19 @@ func (m *Manager) setUpVolumes(pod *v1.Pod, result *container.PodSyncResult) boo
 // createSandboxForSync runs step 4: a new sandbox and its IPs; ok=false when SyncPod must stop.
 func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt uint32, result *container.PodSyncResult) (string, []string, bool) {
 	klog.V(4).InfoS("Creating PodSandbox for pod", "pod", klog.KObj(pod))
+	metrics.StartedPodsTotal.Inc()
 	createResult := container.NewSyncResult(container.CreatePodSandbox, podFullName(pod))
 	result.AddSyncResult(createResult)
+	endSandbox := podstartup.FromContext(ctx).Begin(podstartup.Sandbox)
 	id, msg, err := m.createPodSandbox(ctx, pod, attempt)
+	endSandbox()
 	if err != nil {
 		if pod.DeletionTimestamp != nil || m.podState.IsPodDeleted(pod.UID) {
 			// Errors are expected while a deleted pod's resources go away.
 			klog.V(4).InfoS("Pod was deleted and sandbox failed to be created", "pod", klog.KObj(pod), "podUID", pod.UID)
 			return "", nil, false
 		}
+		metrics.StartedPodsErrorsTotal.Inc()
 		createResult.Fail(container.ErrCreatePodSandbox, msg)
 		outage.ErrorS(err, "CreatePodSandbox for pod failed", "pod", klog.KObj(pod))
 		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedCreatePodSandbox, "Failed to create pod sandbox: %v", err)
@@ -261,10 +268,42 @@ func (s *podStarter) start(ctx context.Context, typeName string, c *v1.Container
 		return err
 	}
 	klog.V(4).InfoS("Creating container in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod))
+	metricLabel := containerTypeLabels[typeName]
+	metrics.StartedContainersTotal.WithLabelValues(metricLabel).Inc()
 	if msg, err := s.m.startContainer(ctx, s, c, ec); err != nil {
+		// The errors are container.Err* and images.Err* reasons: few, and telling server
+		// errors from user errors.
+		metrics.StartedContainersErrorsTotal.WithLabelValues(metricLabel, err.Error()).Inc()
 		r.Fail(err, msg)
 		klog.V(3).InfoS("Container start failed in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod), "containerMessage", msg, "err", err)
 		return err
 	}
 	return nil
+}
+
+// containerTypeLabels map start's type names to the container_type metric label.
+var containerTypeLabels = map[string]string{
+	"container":           metrics.Container,
+	"init container":      metrics.InitContainer,
+	"ephemeral container": metrics.EphemeralContainer,
+}
+
+// traceInitContainers tells the pod's start-up trace, if any, how long its init
+// containers (not sidecars) ran, as the runtime reports it.
+func traceInitContainers(ctx context.Context, pod *v1.Pod, status *container.PodStatus) {
+	trace := podstartup.FromContext(ctx)
+	if trace == nil {
+		return
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if isRestartableInitContainer(c) {
+			continue
+		}
+		for _, cs := range status.ContainerStatuses {
+			if cs.Name == c.Name && cs.State == container.ContainerStateExited {
+				trace.InitContainerRan(cs.ID.ID, cs.StartedAt, cs.FinishedAt)
+			}
+		}
+	}
 }

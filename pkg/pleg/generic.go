@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podcache"
 )
@@ -190,8 +191,6 @@ func (g *GenericPLEG) Healthy() (bool, error) {
 	if last.IsZero() {
 		return false, errors.New("pleg has yet to be successful")
 	}
-	// Exposed so one can alert on time() - kubelet_pleg_last_seen_seconds.
-	lastSeenSeconds.Set(float64(last.Unix()))
 	g.runMu.Lock()
 	threshold := g.durations.RelistThreshold
 	g.runMu.Unlock()
@@ -223,10 +222,10 @@ func (g *GenericPLEG) Relist() {
 	klog.V(5).InfoS("GenericPLEG: Relisting")
 
 	if last := g.lastRelistTime(); !last.IsZero() {
-		relistIntervalSeconds.Observe(g.clock.Since(last).Seconds())
+		metrics.PLEGRelistInterval.Observe(g.clock.Since(last).Seconds())
 	}
 	timestamp := g.clock.Now()
-	defer func() { relistDurationSeconds.Observe(g.clock.Since(timestamp).Seconds()) }()
+	defer func() { metrics.PLEGRelistDuration.Observe(g.clock.Since(timestamp).Seconds()) }()
 
 	pods, err := g.runtime.GetPods(ctx, true)
 	if err != nil {
@@ -234,6 +233,10 @@ func (g *GenericPLEG) Relist() {
 		return
 	}
 	g.lastRelist.Store(&timestamp)
+	// Exposed so one can alert on time() - kubelet_pleg_last_seen_seconds. Upstream sets
+	// it when its health is checked, on every loop iteration; nodelet checks health only
+	// for the node's Ready condition, so it is set here.
+	metrics.PLEGLastSeen.Set(float64(timestamp.Unix()))
 	recordRunning(pods)
 	g.records.setCurrent(pods)
 
@@ -280,7 +283,7 @@ func (g *GenericPLEG) send(events []*PodLifecycleEvent, status *container.PodSta
 		select {
 		case g.eventChannel <- e:
 		default:
-			discardEvents.Inc()
+			metrics.PLEGDiscardEvents.Inc()
 			klog.ErrorS(nil, "Event channel is full, discard this relist() cycle event")
 		}
 		if e.Type == ContainerDied {

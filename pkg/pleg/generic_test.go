@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/podcache"
 )
 
@@ -513,7 +514,7 @@ func TestHealthy(t *testing.T) {
 	assertHealth(true, "")
 	p.clock.Step(time.Second)
 	assertHealth(false, "pleg was last seen active 3m1s ago; threshold is 3m0s")
-	if got := testutil.ToFloat64(lastSeenSeconds); got != float64(t0.Add(10*time.Minute).Unix()) {
+	if got := testutil.ToFloat64(metrics.PLEGLastSeen); got != float64(t0.Add(10*time.Minute).Unix()) {
 		t.Errorf("kubelet_pleg_last_seen_seconds = %v, want the last relist's time", got)
 	}
 
@@ -533,7 +534,7 @@ func TestHealthy(t *testing.T) {
 
 func TestEventChannelFullDiscardsEvents(t *testing.T) {
 	p := newTestPLEG(2)
-	discardedBefore := testutil.ToFloat64(discardEvents)
+	discardedBefore := testutil.ToFloat64(metrics.PLEGDiscardEvents)
 	// Three events to send; c4's ContainerChanged is never sent so cannot be discarded.
 	p.runtime.setPods(pod("a", ctr("c1", running), ctr("c2", running)), pod("b", ctr("c3", running), ctr("c4", unknown)))
 
@@ -558,7 +559,7 @@ func TestEventChannelFullDiscardsEvents(t *testing.T) {
 			t.Errorf("unexpected event %v", e)
 		}
 	}
-	if d := testutil.ToFloat64(discardEvents) - discardedBefore; d != 1 {
+	if d := testutil.ToFloat64(metrics.PLEGDiscardEvents) - discardedBefore; d != 1 {
 		t.Errorf("kubelet_pleg_discard_events rose by %v, want 1", d)
 	}
 	// The relist was still complete: both pods are cached and nothing is sent again.
@@ -683,30 +684,16 @@ func TestRelistCountsRunningPodsAndContainers(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	assertGauge("running_pods", runningPods, 1)
+	assertGauge("running_pods", metrics.RunningPodCount, 1)
 	for state, want := range map[container.State]float64{running: 2, unknown: 1, created: 1, exited: 1} {
-		assertGauge("running_containers/"+string(state), runningContainers.WithLabelValues(string(state)), want)
+		assertGauge("running_containers/"+string(state), metrics.RunningContainerCount.WithLabelValues(string(state)), want)
 	}
 
 	// Emptied states go to zero instead of keeping their last count.
 	p.runtime.setPods()
 	p.relistAgain()
-	assertGauge("running_pods", runningPods, 0)
-	assertGauge("running_containers/running", runningContainers.WithLabelValues(string(running)), 0)
-}
-
-func TestRegister(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	for i := 0; i < 2; i++ {
-		if err := Register(reg); err != nil {
-			t.Fatalf("Register #%d: %v", i+1, err)
-		}
-	}
-	relistDurationSeconds.Observe(0.1)
-	n, err := testutil.GatherAndCount(reg, "kubelet_pleg_relist_duration_seconds", "kubelet_pleg_discard_events")
-	if err != nil || n != 2 {
-		t.Fatalf("gathered %d PLEG metrics (%v), want 2", n, err)
-	}
+	assertGauge("running_pods", metrics.RunningPodCount, 0)
+	assertGauge("running_containers/running", metrics.RunningContainerCount.WithLabelValues(string(running)), 0)
 }
 
 func TestRequestRelistRelistsOnePodBetweenPeriods(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podcache"
 )
@@ -107,6 +108,9 @@ type podState struct {
 	restartRequested bool
 	gracePeriod      *int64
 	statusFn         func(*v1.PodStatus)
+	// pendingSince is the StartTime of the oldest update the worker has not picked up
+	// yet: kubelet_pod_worker_duration_seconds counts from there.
+	pendingSince time.Time
 }
 
 // PodWorkers dispatches pod updates to per-pod goroutines.
@@ -152,6 +156,9 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 		p.pods[uid] = s
 		go p.workerLoop(uid, s)
+		if o.Pod != nil && o.UpdateType != SyncPodKill {
+			metrics.ContainersPerPodCount.Observe(float64(len(o.Pod.Spec.Containers)))
+		}
 	}
 	if o.Pod != nil {
 		s.pod = o.Pod
@@ -160,6 +167,9 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 		s.runningPod = o.RunningPod
 	}
 	s.updateType = o.UpdateType
+	if !o.StartTime.IsZero() && (s.pendingSince.IsZero() || o.StartTime.Before(s.pendingSince)) {
+		s.pendingSince = o.StartTime
+	}
 	if p.wantsTermination(o, s) {
 		p.beginTerminating(uid, s, o)
 	}
@@ -251,7 +261,9 @@ func (p *PodWorkers) workerLoop(uid types.UID, s *podState) {
 		if postSync != nil {
 			postSync()
 		}
-		if p.completeWork(uid, s, work, err) {
+		done := p.completeWork(uid, s, work, err)
+		p.observeDuration(work, err)
+		if done {
 			return
 		}
 	}
@@ -265,6 +277,9 @@ type work struct {
 	updateType  SyncPodType
 	gracePeriod *int64
 	statusFn    func(*v1.PodStatus)
+	// startTime is when the oldest update this round serves was made (or the previous
+	// phase ended, for the next phase of a termination); zero when unknown.
+	startTime time.Time
 }
 
 func (p *PodWorkers) startWork(uid types.UID, s *podState) (context.Context, work, bool) {
@@ -276,7 +291,8 @@ func (p *PodWorkers) startWork(uid types.UID, s *podState) (context.Context, wor
 	if s.ctx.Err() != nil {
 		s.ctx, s.cancel = context.WithCancel(context.Background())
 	}
-	w := work{pod: s.pod, runningPod: s.runningPod, updateType: s.updateType, gracePeriod: s.gracePeriod, statusFn: s.statusFn}
+	w := work{pod: s.pod, runningPod: s.runningPod, updateType: s.updateType, gracePeriod: s.gracePeriod, statusFn: s.statusFn, startTime: s.pendingSince}
+	s.pendingSince = time.Time{}
 	switch {
 	case s.terminated:
 		w.phase = TerminatedPod
@@ -347,7 +363,10 @@ func (p *PodWorkers) completeWork(uid types.UID, s *podState, w work, err error)
 		s.finished = true
 		return true
 	case s.terminating:
-		// The next phase follows at once.
+		// The next phase follows at once; its round is timed from here.
+		if s.pendingSince.IsZero() {
+			s.pendingSince = p.clock.Now()
+		}
 		p.notifyLocked(s)
 	default:
 		p.queue.Enqueue(uid, wait.Jitter(p.resyncInterval, resyncJitterFactor))
@@ -356,6 +375,19 @@ func (p *PodWorkers) completeWork(uid types.UID, s *podState, w work, err error)
 		p.workerDone(uid)
 	}
 	return false
+}
+
+// observeDuration records how long a round took from the update it served, as upstream:
+// by update type, and "terminated" for the round that finished the pod.
+func (p *PodWorkers) observeDuration(w work, err error) {
+	if w.startTime.IsZero() {
+		return
+	}
+	op := w.updateType.String()
+	if w.phase == TerminatedPod && err == nil {
+		op = "terminated"
+	}
+	metrics.PodWorkerDuration.WithLabelValues(op).Observe(p.clock.Since(w.startTime).Seconds())
 }
 
 func (p *PodWorkers) notifyLocked(s *podState) {

@@ -28,12 +28,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "prober",
 			Name:      "probe_total",
-			Help:      "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+			Help:      "[BETA] Cumulative number of a liveness, readiness or startup probe for a container by result.",
 		}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "prober",
 			Name:      "probe_duration_seconds",
-			Help:      "Duration in seconds for a probe response.",
+			Help:      "[ALPHA] Duration in seconds for a probe response.",
 			Buckets:   prometheus.DefBuckets,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
 	}

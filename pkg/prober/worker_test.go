@@ -384,7 +384,7 @@ func TestMetrics(t *testing.T) {
 	r.step(w, true)
 	r.step(w, false)
 	const want = `
-# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.
+# HELP prober_probe_total [BETA] Cumulative number of a liveness, readiness or startup probe for a container by result.
 # TYPE prober_probe_total counter
 prober_probe_total{container="app",namespace="ns",pod="web",pod_uid="pod-uid",probe_type="Readiness",result="failed"} 1
 prober_probe_total{container="app",namespace="ns",pod="web",pod_uid="pod-uid",probe_type="Readiness",result="successful"} 2

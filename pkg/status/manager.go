@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // Manager keeps the latest status of every pod: the kubelet's source of truth for pod status
@@ -50,6 +52,8 @@ type PodStatusUpdate struct {
 	// pod being deleted can be removed from the API server.
 	PodIsFinished bool
 	Status        v1.PodStatus
+	// changedAt is when the first change not yet acknowledged by the syncer was made.
+	changedAt time.Time
 }
 
 // PodStatusSyncer pushes statuses to the API server (cluster mode); standalone passes nil.
@@ -78,6 +82,9 @@ type versionedStatus struct {
 	pod           *v1.Pod
 	podIsFinished bool
 	status        v1.PodStatus
+	// changedAt is when the first change not yet acknowledged by the syncer was made:
+	// kubelet_pod_status_sync_duration_seconds runs from there to the acknowledgement.
+	changedAt time.Time
 }
 
 type manager struct {
@@ -216,6 +223,7 @@ func (m *manager) updateStatus(pod *v1.Pod, status v1.PodStatus, force, podIsFin
 		klog.ErrorS(err, "Status update on pod aborted", "pod", klog.KObj(pod))
 		return
 	}
+	recordTerminations(&oldStatus, &status)
 	now := metav1.NewTime(m.now())
 	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady, v1.PodInitialized, v1.PodReadyToStartContainers, v1.PodScheduled, v1.DisruptionTarget} {
 		updateLastTransitionTime(&status, &oldStatus, t, now)
@@ -235,7 +243,10 @@ func (m *manager) updateStatus(pod *v1.Pod, status v1.PodStatus, force, podIsFin
 		klog.V(5).InfoS("Ignoring same status for pod", "pod", klog.KObj(pod))
 		return
 	}
-	next := versionedStatus{version: cached.version + 1, pod: pod, podIsFinished: podIsFinished, status: status}
+	next := versionedStatus{version: cached.version + 1, pod: pod, podIsFinished: podIsFinished, status: status, changedAt: cached.changedAt}
+	if next.changedAt.IsZero() {
+		next.changedAt = now.Time
+	}
 	m.statuses[pod.UID] = next
 	m.announce(pod, next)
 }
@@ -307,4 +318,35 @@ func statusByKubeletEqual(oldStatus, status *v1.PodStatus) bool {
 	}
 	oldCopy.Conditions = status.Conditions
 	return apiequality.Semantic.DeepEqual(oldCopy, status)
+}
+
+// recordTerminations counts each container that has terminated since oldStatus, once
+// (kubelet_terminated_containers_total, as upstream's status manager does).
+func recordTerminations(oldStatus, status *v1.PodStatus) {
+	lists := []struct {
+		old, new      []v1.ContainerStatus
+		containerType string
+	}{
+		{oldStatus.InitContainerStatuses, status.InitContainerStatuses, metrics.InitContainer},
+		{oldStatus.ContainerStatuses, status.ContainerStatuses, metrics.Container},
+		{oldStatus.EphemeralContainerStatuses, status.EphemeralContainerStatuses, metrics.EphemeralContainer},
+	}
+	for _, l := range lists {
+		for _, cs := range l.new {
+			t := cs.State.Terminated
+			if t == nil || wasTerminated(l.old, cs.Name) {
+				continue
+			}
+			metrics.TerminatedContainersTotal.WithLabelValues(l.containerType, strconv.Itoa(int(t.ExitCode)), t.Reason).Inc()
+		}
+	}
+}
+
+func wasTerminated(statuses []v1.ContainerStatus, name string) bool {
+	for _, cs := range statuses {
+		if cs.Name == name {
+			return cs.State.Terminated != nil
+		}
+	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // Start runs the loop that offers status changes to the syncer: at once after a change, and
@@ -49,6 +51,7 @@ func (m *manager) syncBatch(ctx context.Context, all bool) int {
 			continue
 		}
 		m.apiVersions[u.UID] = u.Version
+		m.acknowledged(u)
 		if forget {
 			m.forget(u.UID)
 		}
@@ -69,6 +72,21 @@ func (m *manager) logSyncFailure(u PodStatusUpdate, err error) {
 		return
 	}
 	klog.V(2).InfoS("Failed to update status for pod", "pod", klog.KRef(u.Namespace, u.Name), "podUID", u.UID, "err", err)
+}
+
+// acknowledged observes how long the pod's status took to reach the API server, from
+// its first change the syncer had not acknowledged, and starts the clock afresh unless a
+// newer change is already waiting (that one is then counted from the earlier change).
+func (m *manager) acknowledged(u PodStatusUpdate) {
+	if !u.changedAt.IsZero() {
+		metrics.PodStatusSyncDuration.Observe(m.now().Sub(u.changedAt).Truncate(time.Millisecond).Seconds())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.statuses[u.UID]; ok && s.version == u.Version {
+		s.changedAt = time.Time{}
+		m.statuses[u.UID] = s
+	}
 }
 
 // forget drops a pod's status once the API server is done with it (upstream's
@@ -96,7 +114,7 @@ func (m *manager) unacknowledged(all bool) []PodStatusUpdate {
 	for uid, s := range m.statuses {
 		u := PodStatusUpdate{
 			UID: uid, Name: s.pod.Name, Namespace: s.pod.Namespace,
-			Version: s.version, PodIsFinished: s.podIsFinished, Status: s.status,
+			Version: s.version, PodIsFinished: s.podIsFinished, Status: s.status, changedAt: s.changedAt,
 		}
 		if m.apiVersions[uid] >= s.version && !(all && m.syncer.NeedsReconcile(u)) {
 			continue

@@ -1,0 +1,127 @@
+package kubelet
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/sources"
+)
+
+func fromSource(pod *v1.Pod, source string) *v1.Pod {
+	pod.Annotations = map[string]string{sources.ConfigSourceAnnotationKey: source,
+		sources.ConfigFirstSeenAnnotationKey: time.Now().Format(time.RFC3339Nano)}
+	return pod
+}
+
+func TestHousekeepingRecordsPodCounts(t *testing.T) {
+	rt := &fakeRuntime{running: []*container.Pod{{ID: "orphan", Name: "old", Namespace: "ns"}}}
+	vols := &fakeVolumes{dirs: []types.UID{"gone"}}
+	ready := true
+	k := newTestKubelet(rt, vols, &ready) // maxPods 2
+	rejected := testutil.ToFloat64(metrics.AdmissionRejectionsTotal.WithLabelValues("OutOfpods"))
+	orphans := testutil.ToFloat64(metrics.OrphanedRuntimePodTotal)
+
+	api := fromSource(testPod("a", "a"), sources.APIServerSource)
+	api.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug"}}}
+	k.handlePodAdditions([]*v1.Pod{
+		fromSource(testPod("s", "s"), sources.FileSource), api,
+		fromSource(testPod("c", "c"), sources.APIServerSource), // a third pod: OutOfpods
+	})
+	k.housekeeper.run(context.Background())
+
+	for _, g := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"rejections OutOfpods", testutil.ToFloat64(metrics.AdmissionRejectionsTotal.WithLabelValues("OutOfpods")) - rejected, 1},
+		{`desired_pods{static=""}`, testutil.ToFloat64(metrics.DesiredPodCount.WithLabelValues("")), 2},
+		{`desired_pods{static="true"}`, testutil.ToFloat64(metrics.DesiredPodCount.WithLabelValues("true")), 1},
+		{`active_pods{static=""}`, testutil.ToFloat64(metrics.ActivePodCount.WithLabelValues("")), 1},
+		{`active_pods{static="true"}`, testutil.ToFloat64(metrics.ActivePodCount.WithLabelValues("true")), 1},
+		{"mirror_pods", testutil.ToFloat64(metrics.MirrorPodCount), 0},
+		{"managed_ephemeral_containers", testutil.ToFloat64(metrics.ManagedEphemeralContainers), 1},
+		{"orphaned_runtime_pods_total", testutil.ToFloat64(metrics.OrphanedRuntimePodTotal) - orphans, 1},
+		{"orphan_pod_cleaned_volumes", testutil.ToFloat64(metrics.OrphanPodCleanedVolumes), 1},
+	} {
+		if g.got != g.want {
+			t.Errorf("%s = %v, want %v", g.name, g.got, g.want)
+		}
+	}
+}
+
+// The loop starts a pod's trace at admission, hands it to the runtime manager through
+// the sync's context and ends it when the status manager shows the pod ready.
+func TestStartupTraceFollowsThePod(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	klog.SetLogger(funcr.New(func(_, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{}))
+	defer klog.ClearLogger()
+
+	traced := make(chan bool, 10)
+	rt := &fakeRuntime{onSync: func(ctx context.Context) {
+		trace := podstartup.FromContext(ctx)
+		trace.Begin(podstartup.Sandbox)()
+		traced <- trace != nil
+	}}
+	ready := true
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	pod := fromSource(testPod("p", "p"), sources.FileSource)
+	k.handlePodAdditions([]*v1.Pod{pod})
+	select {
+	case ok := <-traced:
+		if !ok {
+			t.Fatal("the runtime manager's sync got no start-up trace")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("pod not synced")
+	}
+
+	k.deps.Status.SetPodStatus(pod, v1.PodStatus{Phase: v1.PodRunning,
+		Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}})
+	k.observeStartup(pod.UID)
+	mu.Lock()
+	defer mu.Unlock()
+	var started []string
+	for _, l := range lines {
+		if strings.Contains(l, `"msg"="Pod started"`) {
+			started = append(started, l)
+		}
+	}
+	if len(started) != 1 || !strings.Contains(started[0], `"podUID"="p"`) {
+		t.Fatalf("\"Pod started\" lines: %q", started)
+	}
+	if k.startup.Len() != 0 {
+		t.Errorf("%d traces left after the pod started", k.startup.Len())
+	}
+}
+
+// A pod removed before it is ready leaves no trace behind.
+func TestRemovedPodLeavesNoTrace(t *testing.T) {
+	ready := true
+	k := newTestKubelet(&fakeRuntime{}, &fakeVolumes{}, &ready)
+	pod := testPod("r", "r")
+	k.handlePodAdditions([]*v1.Pod{pod})
+	if !k.startup.Starting("r") {
+		t.Fatal("admitted pod not traced")
+	}
+	k.handlePodRemoves([]*v1.Pod{pod})
+	if k.startup.Len() != 0 {
+		t.Errorf("%d traces left after the pod was removed", k.startup.Len())
+	}
+}

@@ -1,0 +1,96 @@
+package metrics
+
+import (
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
+)
+
+// Registries are the registries behind the kubelet API's two metric endpoints, split as
+// upstream splits them.
+type Registries struct {
+	// Kubelet is served on /metrics (upstream's legacy registry): the kubelet_* metrics,
+	// the process and Go runtime collectors, and whatever the runtime client and the
+	// client certificate manager register on it.
+	Kubelet *prometheus.Registry
+	// Probes is served on /metrics/probes: process_start_time_seconds and what the
+	// prober registers on it (prober_probe_total, prober_probe_duration_seconds).
+	Probes *prometheus.Registry
+	// started is when the registries were built; the /metrics handler reports it in its
+	// Process-Start-Time-Unix header, as upstream's does.
+	started time.Time
+}
+
+// NewRegistries builds both registries and records the node's name and cgroup version.
+func NewRegistries(nodeName string) (*Registries, error) {
+	r := &Registries{Kubelet: prometheus.NewRegistry(), Probes: prometheus.NewRegistry(), started: time.Now()}
+	kubelet := append(kubeletCollectors(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
+	)
+	for _, c := range kubelet {
+		if err := r.Kubelet.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.Probes.Register(processStartTime()); err != nil {
+		return nil, err
+	}
+	NodeName.WithLabelValues(nodeName).Set(1)
+	CgroupVersion.Set(float64(cgroupVersion("/sys/fs/cgroup")))
+	return r, nil
+}
+
+// Handler serves /metrics. A collector that fails makes the scrape fail, as upstream's.
+func (r *Registries) Handler() http.Handler {
+	return promhttp.HandlerFor(r.Kubelet, promhttp.HandlerOpts{ProcessStartTime: r.started})
+}
+
+// ProbesHandler serves /metrics/probes; it serves what it can when a collector fails.
+func (r *Registries) ProbesHandler() http.Handler {
+	return promhttp.HandlerFor(r.Probes, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// processStartTime is the gauge upstream adds to the probe registry (component-base's
+// RegisterProcessStartTime): the process's start time, in seconds since the epoch.
+func processStartTime() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "process_start_time_seconds",
+		Help: alpha("Start time of the process since unix epoch in seconds."),
+	}, nil)
+	g.WithLabelValues().Set(processStart())
+	return g
+}
+
+func processStart() float64 {
+	if p, err := procfs.NewProc(os.Getpid()); err == nil {
+		if st, err := p.Stat(); err == nil {
+			if start, err := st.StartTime(); err == nil {
+				return start
+			}
+		}
+	}
+	return float64(time.Now().Unix())
+}
+
+// cgroupVersion is 2 when dir holds the unified hierarchy, 1 for the v1 tmpfs of
+// controllers, 0 when it cannot tell.
+func cgroupVersion(dir string) int {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	switch st.Type {
+	case unix.CGROUP2_SUPER_MAGIC:
+		return 2
+	case unix.TMPFS_MAGIC:
+		return 1
+	}
+	return 0
+}
