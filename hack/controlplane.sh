@@ -414,7 +414,7 @@ args_of() {
 			--client-ca-file="$PKI/ca.crt"
 			--kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
 			--kubelet-client-key="$PKI/apiserver-kubelet-client.key"
-			--kubelet-preferred-address-types=Hostname,InternalIP
+			--kubelet-preferred-address-types=InternalIP,Hostname
 			--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
 			--enable-bootstrap-token-auth=true --allow-privileged=true
 			--service-cluster-ip-range="$SERVICE_CIDR" --endpoint-reconciler-type=none

@@ -95,11 +95,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
 	podLEG := pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{})
-	node, err := newNodeStatus(opts, nodeName, nodeIPs, state, runtime, rs, recorder, podLEG, cl)
+	serving := servesKubeletAPI(cfg, cl)
+	declared := declaredFeatures(cfg, serving)
+	node, err := newNodeStatus(opts, nodeName, nodeIPs, declared, state, runtime, rs, recorder, podLEG, cl)
 	if err != nil {
 		return err
 	}
-	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls})
+	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared})
 	if err != nil {
 		return err
 	}
@@ -137,6 +139,12 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := startLogRotation(ctx, cfg, rs); err != nil {
 		return err
 	}
+	if serving {
+		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, node: node, registries: registries, cluster: cl}
+		if err := api.start(ctx); err != nil {
+			return err
+		}
+	}
 	go k.Run(ctx, podConfig.Updates())
 	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
 	return nil
@@ -152,12 +160,12 @@ func (f admitFunc) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, cl *cluster) (*nodestatus.Controller, error) {
+func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, cl *cluster) (*nodestatus.Controller, error) {
 	o, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
 	if err != nil {
 		return nil, err
 	}
-	o.NodeIPs = nodeIPs
+	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
 		Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
 		ReadyChecks: []func() error{plegHealth(podLEG)},

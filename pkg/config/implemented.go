@@ -63,6 +63,8 @@ var implementedFields = map[string]bool{
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
 	// The kubelet API server (pkg/kubeletserver).
+	"enableServer":              true,
+	"port":                      true,
 	"address":                   true,
 	"readOnlyPort":              true,
 	"tlsCertFile":               true,
@@ -88,8 +90,8 @@ var implementedFields = map[string]bool{
 // partlyImplemented are fields nodelet reads for part of what they do; setting one still
 // warns, naming what is missing.
 var partlyImplemented = map[string]string{
+	"featureGates": "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint and PodLogsQuerySplitStreams only",
 	"evictionHard": "only shapes the node's allocatable; nodelet does not evict pods yet",
-	"port":         "only reported as the node's kubelet endpoint; nodelet serves no kubelet API there yet",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.

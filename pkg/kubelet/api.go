@@ -2,10 +2,13 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/pkg/container"
 )
@@ -23,6 +26,43 @@ func (k *Kubelet) PodsWithStatus() []*v1.Pod {
 	}
 	return out
 }
+
+// RunningPods lists what the runtime runs as API pods carrying what a runtime pod knows:
+// name, namespace, UID and the containers' names, images and IDs (/runningpods/).
+func (k *Kubelet) RunningPods(ctx context.Context) ([]*v1.Pod, error) {
+	running, err := k.deps.Runtime.GetPods(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*v1.Pod, 0, len(running))
+	for _, rp := range running {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.ID}}
+		for _, c := range rp.Containers {
+			pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: c.Name, Image: c.Image})
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, v1.ContainerStatus{
+				Name: c.Name, Image: c.Image, ImageID: c.ImageID, ContainerID: c.ID.String()})
+		}
+		out = append(out, pod)
+	}
+	return out, nil
+}
+
+// SyncLoopHealthy fails when the sync loop has not gone round for longer than twice the
+// sync frequency, at least five minutes (upstream's /healthz/syncloop).
+func (k *Kubelet) SyncLoopHealthy() error {
+	entered := k.loopEntered.Load()
+	if entered == 0 {
+		return nil
+	}
+	limit := max(2*k.cfg.SyncFrequency, syncLoopHealthMin)
+	if k.deps.Clock.Since(time.Unix(0, entered)) > limit {
+		return errors.New("sync Loop took longer than expected")
+	}
+	return nil
+}
+
+// syncLoopHealthMin is the least time /healthz/syncloop tolerates without a loop.
+const syncLoopHealthMin = 5 * time.Minute
 
 // ContainerLogs streams one container's log; Previous selects the instance before the
 // current one, as `kubectl logs --previous` does.

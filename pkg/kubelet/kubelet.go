@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -133,6 +134,9 @@ type Kubelet struct {
 	housekeeper *housekeeper
 	sourcesSeen seenSources
 	deadlines   *activeDeadlines
+	// loopEntered is when the sync loop last began or ended an iteration (Unix ns; 0
+	// before the first), for /healthz/syncloop.
+	loopEntered atomic.Int64
 	// startup traces the pods that are starting (pkg/metrics/podstartup).
 	startup *podstartup.Tracker
 }

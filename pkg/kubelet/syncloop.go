@@ -53,9 +53,11 @@ func (k *Kubelet) syncLoop(ctx context.Context, updates <-chan podUpdate) {
 			runtimeDown = false
 		}
 		delay = runtimeBackOffStart
+		k.loopEntered.Store(k.deps.Clock.Now().UnixNano())
 		if !k.syncLoopIteration(ctx, updates, syncTicker.C(), housekeeping.C()) {
 			return
 		}
+		k.loopEntered.Store(k.deps.Clock.Now().UnixNano())
 	}
 }
 

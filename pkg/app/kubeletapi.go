@@ -1,0 +1,115 @@
+package app
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/kubelet"
+	"github.com/nodelet/nodelet/pkg/kubeletserver"
+	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
+	"github.com/nodelet/nodelet/pkg/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/nodestatus"
+)
+
+// servesKubeletAPI decides whether the kubelet API (port, readOnlyPort) is served:
+// enableServer, and an API server to ask when authentication or authorization is a
+// webhook. Upstream's kubelet refuses to start standalone with the webhook defaults;
+// nodelet runs its pods and says, once, why it does not serve the API.
+func servesKubeletAPI(cfg *kubeletconfig.KubeletConfiguration, cl *cluster) bool {
+	if !ptr.Deref(cfg.EnableServer, true) {
+		return false
+	}
+	webhook := ptr.Deref(cfg.Authentication.Webhook.Enabled, false) || cfg.Authorization.Mode == kubeletconfig.KubeletAuthorizationModeWebhook
+	if cl == nil && webhook {
+		klog.InfoS("Not serving the kubelet API: its webhook authentication or authorization needs an API server; set authentication.webhook.enabled: false and authorization.mode: AlwaysAllow to serve it standalone")
+		return false
+	}
+	return true
+}
+
+// declaredFeatures are the node features nodelet declares in status.declaredFeatures
+// (upstream's node declared features): the API server relies on them, e.g. to pass
+// WebSocket exec and port-forward streams through to the kubelet.
+func declaredFeatures(cfg *kubeletconfig.KubeletConfiguration, serving bool) []string {
+	var declared []string
+	if serving && streaming.FeaturesFromGates(cfg.FeatureGates).ExtendWebSocketsToKubelet {
+		declared = append(declared, "ExtendWebSocketsToKubelet")
+	}
+	return declared
+}
+
+// kubeletAPI is what the kubelet API serves from.
+type kubeletAPI struct {
+	opts       *config.Options
+	nodeName   string
+	nodeIPs    []net.IP
+	loop       *kubelet.Kubelet
+	runtime    *kuberuntime.Manager
+	node       *nodestatus.Controller
+	registries *metrics.Registries
+	cluster    *cluster
+}
+
+// start serves the kubelet API on address:port (and readOnlyPort when set) until ctx ends.
+func (a kubeletAPI) start(ctx context.Context) error {
+	cfg := a.opts.Config
+	deps := kubeletserver.Deps{
+		Host:          a.loop,
+		NodeAddresses: func() []v1.NodeAddress { return a.nodeAddresses(ctx) },
+		Registerer:    a.registries.Kubelet,
+		Metrics:       a.registries.Handler(),
+		MetricsProbes: a.registries.ProbesHandler(),
+	}
+	if a.cluster != nil {
+		deps.Client = a.cluster.clients.Kube
+	}
+	// The server itself turns these off when enableDebuggingHandlers is false.
+	mountStreaming(&deps, streaming.New(streaming.Deps{
+		Pods: a.loop, RunningPods: a.runtime, Streaming: a.runtime, Runner: a.runtime,
+		Logs: a.runtime, Checkpoints: a.runtime,
+		CheckpointDir: filepath.Join(a.opts.RootDirectory, "checkpoints"),
+		Features:      streaming.FeaturesFromGates(cfg.FeatureGates),
+	}))
+	server, err := kubeletserver.New(kubeletserver.OptionsFromConfig(cfg, a.nodeName, a.nodeName, a.nodeIPs, a.opts.CertDirectory), deps)
+	if err != nil {
+		return err
+	}
+	return server.Start(ctx)
+}
+
+// nodeAddresses are the node's status addresses, for a bootstrapped serving certificate.
+func (a kubeletAPI) nodeAddresses(ctx context.Context) []v1.NodeAddress {
+	node, err := a.node.Node(ctx)
+	if err != nil {
+		return nil
+	}
+	return node.Status.Addresses
+}
+
+// mountStreaming puts the container endpoints where the server mounts them.
+func mountStreaming(deps *kubeletserver.Deps, h *streaming.Handlers) {
+	for _, r := range h.Routes() {
+		switch r.Prefix {
+		case "/exec/":
+			deps.Exec = r.Handler
+		case "/attach/":
+			deps.Attach = r.Handler
+		case "/portForward/":
+			deps.PortForward = r.Handler
+		case "/run/":
+			deps.Run = r.Handler
+		case "/containerLogs/":
+			deps.ContainerLogs = r.Handler
+		case "/checkpoint/":
+			deps.Checkpoint = r.Handler
+		}
+	}
+}
