@@ -36,6 +36,8 @@ type clusterNode struct {
 	kubeconfig string
 	configPath string
 	args       []string
+	// apiPort is the kubelet API's port (a free one: tests may run beside other kubelets).
+	apiPort int
 	admin      kubernetes.Interface
 	rs         internalapi.RuntimeService
 }
@@ -98,18 +100,26 @@ func startClusterNode(t *testing.T, o clusterOptions) *clusterNode {
 	dir := t.TempDir()
 	c.kubeconfig = filepath.Join(dir, "kubelet.kubeconfig")
 	c.configPath = filepath.Join(dir, "config.yaml")
+	c.apiPort = freePort(t)
+	// The API server's kubelet client certificate is signed by the cluster CA, as in a
+	// kubeadm cluster, whose kubelets trust that CA for client certificates.
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 podLogsDir: %s
 staticPodPath: %s
 cgroupRoot: /%s
-%s`, t.TempDir(), c.manifests, c.name, o.config)
+port: %d
+authentication:
+  x509:
+    clientCAFile: %s
+%s`, t.TempDir(), c.manifests, c.name, c.apiPort, filepath.Join(cpDir(t), "pki", "ca.crt"), o.config)
 	if err := os.WriteFile(c.configPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.args = []string{"--config=" + c.configPath, "--hostname-override=" + c.name, "--kubeconfig=" + c.kubeconfig}
+	c.args = append(c.args, "--cert-dir="+filepath.Join(dir, "pki"))
 	if o.bootstrap {
-		c.args = append(c.args, "--bootstrap-kubeconfig="+filepath.Join(cpDir(t), "bootstrap-kubeconfig"), "--cert-dir="+filepath.Join(dir, "pki"))
+		c.args = append(c.args, "--bootstrap-kubeconfig="+filepath.Join(cpDir(t), "bootstrap-kubeconfig"))
 	} else {
 		controlPlane(t, "node-kubeconfig", c.name, c.kubeconfig)
 	}
