@@ -42,6 +42,9 @@
 #   NODELET_CACHE_DIR=/var/cache/nodelet         binary: metrics-server-<version>/bin
 #   NODELET_MS_PORT=4443                         secure port on 127.0.0.1
 #   NODELET_MS_RESOLUTION=15s                    --metric-resolution (scrape interval)
+#   NODELET_MS_NODE_SELECTOR=                    --node-selector: scrape only the nodes with
+#                                                these labels (e.g. nodelet.test/metrics=true,
+#                                                to leave a benchmark's kubelets alone)
 #   NODELET_MS_TIMEOUT=120                       seconds to wait for Available
 set -euo pipefail
 
@@ -50,6 +53,7 @@ STATE=${NODELET_MS_DIR:-/var/lib/nodelet-metrics-server}
 CACHE_DIR=${NODELET_CACHE_DIR:-/var/cache/nodelet}
 PORT=${NODELET_MS_PORT:-4443}
 RESOLUTION=${NODELET_MS_RESOLUTION:-15s}
+NODE_SELECTOR=${NODELET_MS_NODE_SELECTOR:-}
 TIMEOUT=${NODELET_MS_TIMEOUT:-120}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -88,7 +92,7 @@ lock() {
 }
 
 module_version() {
-	awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit }' "$1"
+	awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1"
 }
 
 VERSION=$(module_version "$MOD/go.mod" sigs.k8s.io/metrics-server)
@@ -278,6 +282,7 @@ args() {
 		--authorization-kubeconfig="$KUBECONFIG_FILE"
 		--kubelet-insecure-tls --kubelet-preferred-address-types=InternalIP
 		--kubelet-use-node-status-port --metric-resolution="$RESOLUTION")
+	[ -z "$NODE_SELECTOR" ] || ARGV+=(--node-selector="$NODE_SELECTOR")
 }
 
 # our_pid: the PID of our running metrics-server (its command line names our state).
@@ -322,7 +327,9 @@ stop() {
 		[ -d "/proc/$pid" ] || break
 		sleep 0.1
 	done
-	[ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+	if [ -d "/proc/$pid" ]; then
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
 	rm -f "$PIDFILE"
 }
 

@@ -1,10 +1,12 @@
 package stats
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -53,17 +55,39 @@ func NewSummaryHandler(sp SummaryProvider) http.Handler {
 			summaryError(w, err)
 			return
 		}
-		// go-restful's pretty printing, which upstream's responses have.
-		body, err := json.MarshalIndent(summary, "", " ")
-		if err != nil {
-			summaryError(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if _, err := w.Write(body); err != nil {
-			klog.ErrorS(err, "Error writing response")
-		}
+		writeJSON(w, summary)
 	})
+}
+
+// jsonWriter is a reusable buffer and encoder: a 100-pod summary is a few
+// hundred kilobytes of JSON, worth not allocating anew on every request.
+type jsonWriter struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonWriters = sync.Pool{New: func() any {
+	jw := &jsonWriter{}
+	jw.enc = json.NewEncoder(&jw.buf)
+	// go-restful's pretty printing, which upstream's responses have.
+	jw.enc.SetIndent("", " ")
+	return jw
+}}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	jw := jsonWriters.Get().(*jsonWriter)
+	defer jsonWriters.Put(jw)
+	jw.buf.Reset()
+	if err := jw.enc.Encode(v); err != nil {
+		summaryError(w, err)
+		return
+	}
+	// Encode ends with a newline that go-restful's MarshalIndent has not.
+	body := bytes.TrimSuffix(jw.buf.Bytes(), []byte{'\n'})
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(body); err != nil {
+		klog.ErrorS(err, "Error writing response")
+	}
 }
 
 func summaryError(w http.ResponseWriter, err error) {
