@@ -21,14 +21,28 @@ import (
 func benchProvider(b *testing.B, n int) *Provider {
 	clock := &fakeClock{t: time.Unix(1800000000, 0)}
 	rt := &fakeRuntime{}
-	p := newTestProvider(b, rt, procFixture(b, "0::/\n"), cgroupV1Fixture(b), clock)
+	proc, cgroups := procFixture(b, "0::/\n"), cgroupV1Fixture(b)
+	p := newTestProvider(b, rt, proc, cgroups, clock)
 	now := clock.now().UnixNano()
 	files := map[string]string{}
+	cgroupFiles := map[string]string{}
+	procFiles := map[string]string{}
 	var pods []*v1.Pod
 	for i := range n {
 		uid := fmt.Sprintf("uid-%03d", i)
 		name := fmt.Sprintf("pod-%03d", i)
 		sbID := "sb-" + uid
+		// The pod's cgroup (cgroupfs driver, v1), its sandbox's and its
+		// containers' processes, the sandbox's network namespace.
+		podCg := "kubepods/besteffort/pod" + uid
+		pid := 10000 + 10*i
+		cgroupFiles["cpuacct/"+podCg+"/cpuacct.usage"] = "1000000000\n"
+		cgroupFiles["memory/"+podCg+"/memory.usage_in_bytes"] = "1048576\n"
+		cgroupFiles["memory/"+podCg+"/memory.limit_in_bytes"] = "9223372036854771712\n"
+		cgroupFiles["memory/"+podCg+"/memory.memsw.usage_in_bytes"] = "1048576\n"
+		cgroupFiles["memory/"+podCg+"/memory.stat"] = v1MemoryStat
+		cgroupFiles["memory/"+podCg+"/"+sbID+"/cgroup.procs"] = fmt.Sprintf("%d\n", pid)
+		procFiles[fmt.Sprintf("%d/net/dev", pid)] = benchNetDev
 		rt.sandboxes = append(rt.sandboxes, &runtimeapi.PodSandbox{Id: sbID, State: runtimeapi.PodSandboxState_SANDBOX_READY,
 			Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: uid}, CreatedAt: now})
 		sbStats := &runtimeapi.PodSandboxStats{Attributes: &runtimeapi.PodSandboxAttributes{Id: sbID}, Linux: &runtimeapi.LinuxPodSandboxStats{
@@ -50,8 +64,10 @@ func benchProvider(b *testing.B, n int) *Provider {
 					FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: p.opts.RootDir}},
 			})
 			files[filepath.Join("logs", "bench_"+name+"_"+uid, cname, "0.log")] = "a log line\n"
+			cgroupFiles["memory/"+podCg+"/"+id+"/cgroup.procs"] = fmt.Sprintf("%d\n", pid+1)
 		}
 		rt.sandboxStats = append(rt.sandboxStats, sbStats)
+		rt.containerStats = append(rt.containerStats, sbStats.Linux.Containers...)
 		files[filepath.Join("pods", uid, "etc-hosts")] = "127.0.0.1 localhost\n"
 		files[filepath.Join("pods", uid, "volumes", "kubernetes.io~empty-dir", "data", "f")] = "data"
 		pod := &v1.Pod{}
@@ -60,6 +76,8 @@ func benchProvider(b *testing.B, n int) *Provider {
 		pods = append(pods, pod)
 	}
 	writeTree(b, p.opts.RootDir, files)
+	writeTree(b, cgroups, cgroupFiles)
+	writeTree(b, proc, procFiles)
 	p.volumes.refresh(context.Background(), pods, p.opts.RootDir, clock.now)
 	return p
 }
@@ -69,7 +87,8 @@ func benchProvider(b *testing.B, n int) *Provider {
 func BenchmarkSummary100Pods(b *testing.B) {
 	p := benchProvider(b, 100)
 	s, err := p.Get(context.Background())
-	if err != nil || len(s.Pods) != 100 || len(s.Pods[0].VolumeStats) != 1 || s.Pods[0].Containers[1].Logs == nil {
+	if err != nil || len(s.Pods) != 100 || len(s.Pods[0].VolumeStats) != 1 || s.Pods[0].Containers[1].Logs == nil ||
+		s.Pods[0].Network == nil || *s.Pods[0].ProcessStats.ProcessCount != 2 {
 		b.Fatalf("the node is not what the benchmark means to measure: %v", err)
 	}
 	h := NewSummaryHandler(p)
@@ -109,3 +128,48 @@ func BenchmarkResourceMetrics100Pods(b *testing.B) {
 	}
 	b.ReportMetric(float64(w.n)/float64(b.N), "resp-bytes/op")
 }
+
+// v1MemoryStat is a real cgroup v1 memory.stat, all its keys.
+const v1MemoryStat = `cache 0
+rss 0
+rss_huge 0
+shmem 0
+mapped_file 0
+dirty 0
+writeback 0
+swap 0
+pgpgin 0
+pgpgout 0
+pgfault 0
+pgmajfault 0
+inactive_anon 0
+active_anon 0
+inactive_file 0
+active_file 0
+unevictable 0
+hierarchical_memory_limit 9223372036854771712
+hierarchical_memsw_limit 9223372036854771712
+total_cache 135168
+total_rss 634880
+total_rss_huge 0
+total_shmem 0
+total_mapped_file 0
+total_dirty 0
+total_writeback 0
+total_swap 0
+total_pgpgin 1188
+total_pgpgout 878
+total_pgfault 1653
+total_pgmajfault 0
+total_inactive_anon 634880
+total_active_anon 0
+total_inactive_file 135168
+total_active_file 0
+total_unevictable 0
+`
+
+const benchNetDev = `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0:   81386    1047    0    0    0     0          0         0      892      12    0    0    0     0       0          0
+`

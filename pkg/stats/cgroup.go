@@ -34,7 +34,6 @@ type cgroupSample struct {
 	hasCPU   bool
 	mem      memSample
 	hasMem   bool
-	created  time.Time
 }
 
 // pressure groups the PSI figures of one cgroup (v2 only).
@@ -72,7 +71,6 @@ func (c cgroupFS) read(name string, now time.Time) (cgroupSample, error) {
 	if !s.hasCPU && !s.hasMem {
 		return s, errors.Join(errCPU, errMem)
 	}
-	s.created = c.creationTime(name)
 	return s, nil
 }
 
@@ -82,12 +80,17 @@ func (c cgroupFS) cpuUsage(name string) (uint64, error) {
 		v, _, err := readUint(filepath.Join(c.path("cpuacct", name), "cpuacct.usage"))
 		return v, err
 	}
-	kv, err := readKeyValues(filepath.Join(c.path("", name), "cpu.stat"))
+	var usec uint64
+	found := false
+	err := scanKeyValues(filepath.Join(c.path("", name), "cpu.stat"), func(k []byte, v uint64) {
+		if string(k) == "usage_usec" {
+			usec, found = v, true
+		}
+	})
 	if err != nil {
 		return 0, err
 	}
-	usec, ok := kv["usage_usec"]
-	if !ok {
+	if !found {
 		return 0, errors.New("no usage_usec in cpu.stat")
 	}
 	return usec * 1000, nil
@@ -99,23 +102,34 @@ func (c cgroupFS) cpuUsage(name string) (uint64, error) {
 func (c cgroupFS) memory(name string) (memSample, error) {
 	var m memSample
 	dir := c.path("memory", name)
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	usageFile, limitFile := "memory.usage_in_bytes", "memory.limit_in_bytes"
+	inactiveKey, rssKey, faultKey, majorKey := "total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"
+	if c.v2 {
+		usageFile, limitFile = "memory.current", "memory.max"
+		inactiveKey, rssKey, faultKey, majorKey = "inactive_file", "anon", "pgfault", "pgmajfault"
+	}
+	var inactive uint64
+	err := scanKeyValues(filepath.Join(dir, "memory.stat"), func(k []byte, v uint64) {
+		switch string(k) {
+		case inactiveKey:
+			inactive = v
+		case rssKey:
+			m.rss = v
+		case faultKey:
+			m.pageFaults = v
+		case majorKey:
+			m.majorPageFaults = v
+		}
+	})
 	if err != nil {
 		return m, err
-	}
-	usageFile, limitFile, prefix, rssKey := "memory.usage_in_bytes", "memory.limit_in_bytes", "total_", "total_rss"
-	if c.v2 {
-		usageFile, limitFile, prefix, rssKey = "memory.current", "memory.max", "", "anon"
 	}
 	usage, _, err := readUint(filepath.Join(dir, usageFile))
 	if err != nil {
 		return m, err
 	}
 	m.usage = usage
-	m.workingSet = usage - min(usage, stat[prefix+"inactive_file"])
-	m.rss = stat[rssKey]
-	m.pageFaults = stat[prefix+"pgfault"]
-	m.majorPageFaults = stat[prefix+"pgmajfault"]
+	m.workingSet = usage - min(usage, inactive)
 	if limit, ok, err := readUint(filepath.Join(dir, limitFile)); err == nil && ok && limit <= unlimitedMemory {
 		m.limit = limit
 	}

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -101,21 +102,36 @@ func (p *Provider) memoryFromProc(mi meminfo) memSample {
 		workingSet: usage - min(usage, mi.inactiveFile),
 		rss:        mi.anon,
 	}
-	if vm, err := readKeyValues(filepath.Join(p.opts.ProcRoot, "vmstat")); err == nil {
-		m.pageFaults, m.majorPageFaults = vm["pgfault"], vm["pgmajfault"]
-	}
+	_ = scanKeyValues(filepath.Join(p.opts.ProcRoot, "vmstat"), func(k []byte, v uint64) {
+		switch string(k) {
+		case "pgfault":
+			m.pageFaults = v
+		case "pgmajfault":
+			m.majorPageFaults = v
+		}
+	})
 	return m
 }
 
-// nodeNetwork reports the host's interfaces from /proc/net/dev; eth0, when
-// there is one, also at the top level, as upstream.
+// nodeNetwork reports the host's interfaces from /proc/net/dev.
 func (p *Provider) nodeNetwork() *statsapi.NetworkStats {
-	ifaces, err := readNetDev(filepath.Join(p.opts.ProcRoot, "net", "dev"))
+	return p.netDevStats(filepath.Join(p.opts.ProcRoot, "net", "dev"), p.now())
+}
+
+// netnsStats reports the interfaces of the network namespace of process pid.
+func (p *Provider) netnsStats(pid int, now time.Time) *statsapi.NetworkStats {
+	return p.netDevStats(filepath.Join(p.opts.ProcRoot, strconv.Itoa(pid), "net", "dev"), now)
+}
+
+// netDevStats reads a net/dev file into NetworkStats; eth0, when there is
+// one, also at the top level, as upstream.
+func (p *Provider) netDevStats(file string, now time.Time) *statsapi.NetworkStats {
+	ifaces, err := readNetDev(file)
 	if err != nil {
-		klog.V(4).InfoS("Unable to read the node's network stats", "err", err)
+		klog.V(4).InfoS("Unable to read network stats", "path", file, "err", err)
 		return nil
 	}
-	ns := &statsapi.NetworkStats{Time: metaTime(p.now()), Interfaces: ifaces}
+	ns := &statsapi.NetworkStats{Time: metaTime(now), Interfaces: ifaces}
 	for _, i := range ifaces {
 		if i.Name == defaultInterfaceName {
 			ns.InterfaceStats = i
@@ -134,9 +150,9 @@ func (p *Provider) systemContainerStats(now time.Time, full bool) []statsapi.Con
 			klog.V(4).InfoS("Failed to get system container stats", "containerName", sc.cgroup, "err", err)
 			continue
 		}
-		cs := statsapi.ContainerStats{Name: sc.name, StartTime: metaTime(s.created)}
-		if sc.name == statsapi.SystemContainerKubelet {
-			cs.StartTime = metaTime(p.created)
+		cs := statsapi.ContainerStats{Name: sc.name, StartTime: metaTime(p.created)}
+		if sc.name != statsapi.SystemContainerKubelet {
+			cs.StartTime = metaTime(p.cgroups.creationTime(sc.cgroup))
 		}
 		psi := p.cgroups.psi(sc.cgroup)
 		if s.hasCPU {

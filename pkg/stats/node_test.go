@@ -11,7 +11,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
-func newTestProvider(t testing.TB, rt *fakeRuntime, proc, cgroups string, clock *fakeClock) *Provider {
+func newTestProvider(t testing.TB, rt *fakeRuntime, proc, cgroups string, clock *fakeClock, edits ...func(*Options)) *Provider {
 	t.Helper()
 	root := t.TempDir()
 	if rt.imageFs == nil {
@@ -20,10 +20,14 @@ func newTestProvider(t testing.TB, rt *fakeRuntime, proc, cgroups string, clock 
 			UsedBytes: u64(1 << 30), InodesUsed: u64(5000),
 		}}}
 	}
-	p := NewProvider(rt, rt, nil, Options{
+	opts := Options{
 		NodeName: "node-a", RootDir: root, PodLogsDir: filepath.Join(root, "logs"),
 		PodCgroupRoot: "/kubepods", ProcRoot: proc, CgroupRoot: cgroups,
-	})
+	}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	p := NewProvider(rt, rt, nil, opts)
 	p.now = clock.now
 	return p
 }

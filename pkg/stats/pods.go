@@ -18,13 +18,19 @@ import (
 
 // listPodStats builds the pods' stats from the runtime. full adds networks,
 // filesystems, volumes and ephemeral storage to the CPU and memory figures.
+//
+// With pod cgroups it takes the containers from ListContainerStats and the
+// pods from their cgroups, as upstream's default path does with cAdvisor:
+// containerd 1.6 answers ListPodSandboxStats for 100 pods in about 1.7s of
+// its CPU (it enters every pod's network namespace), ListContainerStats in
+// about 0.15s. ListPodSandboxStats serves only where pod cgroups are unknown.
 func (p *Provider) listPodStats(ctx context.Context, full bool, rootFs fsInfo) ([]statsapi.PodStats, error) {
 	sandboxes, containers, err := p.liveSandboxesAndContainers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	b := &podStatsBuilder{p: p, full: full, rootFs: rootFs, now: p.now(), fsByMount: map[string]*fsInfo{}}
-	if p.useSandboxStats() {
+	if p.opts.PodCgroupRoot == "" && p.useSandboxStats() {
 		stats, err := p.runtime.ListPodSandboxStats(ctx, &runtimeapi.PodSandboxStatsFilter{})
 		if err == nil {
 			return b.fromSandboxStats(stats, sandboxes, containers), nil
@@ -181,11 +187,14 @@ func (b *podStatsBuilder) fromSandboxStats(stats []*runtimeapi.PodSandboxStats, 
 	return out
 }
 
-// fromContainerStats builds pods from ListContainerStats, for runtimes
-// without ListPodSandboxStats: a pod's CPU and memory are its containers'
-// sums, as upstream sums them when it has no pod cgroup figures.
+// fromContainerStats builds pods from ListContainerStats: a pod for each
+// sandbox with a running container, as upstream's default path has them.
+// The pod's own figures come from its cgroup; where it has none that can be
+// found, its CPU and memory are its containers' sums, as upstream sums them.
 func (b *podStatsBuilder) fromContainerStats(stats []*runtimeapi.ContainerStats, sandboxes map[string]*runtimeapi.PodSandbox, containers map[string]*runtimeapi.Container) []statsapi.PodStats {
 	var out []statsapi.PodStats
+	var sandboxIDs []string
+	var containerIDs [][]string
 	index := map[string]int{}
 	for _, s := range stats {
 		c, ok := containers[s.GetAttributes().GetId()]
@@ -201,18 +210,71 @@ func (b *podStatsBuilder) fromContainerStats(stats []*runtimeapi.ContainerStats,
 			i = len(out)
 			index[sb.Id] = i
 			out = append(out, newPodStats(sb))
+			sandboxIDs = append(sandboxIDs, sb.Id)
+			containerIDs = append(containerIDs, nil)
 		}
 		out[i].Containers = append(out[i].Containers, b.container(s, c, out[i].PodRef))
+		containerIDs[i] = append(containerIDs[i], c.Id)
 	}
+	seen := make(map[string]bool, len(out))
 	for i := range out {
 		ps := &out[i]
-		ps.CPU, ps.Memory = sumCPUAndMemory(ps.Containers)
-		ps.Swap = sumSwap(ps.Containers)
+		seen[ps.PodRef.UID] = true
+		if !b.addPodCgroupStats(ps, sandboxIDs[i], containerIDs[i]) {
+			ps.CPU, ps.Memory = sumCPUAndMemory(ps.Containers)
+			ps.Swap = sumSwap(ps.Containers)
+		}
 		if b.full {
 			b.addStorage(ps)
 		}
 	}
+	b.p.podCgroups.retain(seen)
 	return out
+}
+
+// addPodCgroupStats fills the pod's CPU, memory and swap from its cgroup
+// and, for a full summary, its process count and its network as its
+// sandbox's process sees it. It reports false when there is no pod cgroup.
+func (b *podStatsBuilder) addPodCgroupStats(ps *statsapi.PodStats, sandboxID string, containerIDs []string) bool {
+	pc := b.p.podCgroups
+	if pc.root == "" {
+		return false
+	}
+	uid := ps.PodRef.UID
+	name, ok := pc.find(uid)
+	if !ok {
+		return false
+	}
+	s, err := b.p.cgroups.read(name, b.now)
+	if err != nil {
+		pc.forget(uid) // removed; a new sandbox may have another
+		return false
+	}
+	psi := b.p.cgroups.psi(name)
+	if s.hasCPU {
+		ps.CPU = &statsapi.CPUStats{Time: metaTime(b.now), UsageCoreNanoSeconds: ptrTo(s.cpuNanos), PSI: psi.cpu}
+		if rate, ok := b.p.rates.update("pod:"+uid, b.now.UnixNano(), s.cpuNanos); ok {
+			ps.CPU.UsageNanoCores = ptrTo(rate)
+		}
+	}
+	if s.hasMem {
+		ps.Memory = cgroupMemoryStats(b.now, s.mem)
+		ps.Memory.PSI = psi.memory
+		if s.mem.hasSwap {
+			ps.Swap = &statsapi.SwapStats{Time: metaTime(b.now), SwapUsageBytes: ptrTo(s.mem.swap)}
+		}
+	}
+	if !b.full {
+		return true
+	}
+	if psi.io != nil {
+		ps.IO = &statsapi.IOStats{Time: metaTime(b.now), PSI: psi.io}
+	}
+	ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptrTo(pc.processCount(name, containerIDs))}
+	if pid, ok := pc.sandboxPID(name, sandboxID); ok {
+		ps.Network = b.p.netnsStats(pid, b.now)
+	}
+	return true
 }
 
 // container builds one container's stats. Figures the runtime leaves out

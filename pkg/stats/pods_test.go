@@ -24,11 +24,13 @@ type podFixture struct {
 	web   *v1.Pod
 }
 
-func newPodFixture(t *testing.T) *podFixture {
+// newPodFixture makes the fixture on the given /proc and cgroupfs, with
+// podCgroupRoot as the pod cgroup root.
+func newPodFixture(t *testing.T, proc, cgroups, podCgroupRoot string) *podFixture {
 	clock := &fakeClock{t: time.Unix(1800000000, 0)}
 	rt := &fakeRuntime{}
 	f := &podFixture{rt: rt, clock: clock}
-	f.p = newTestProvider(t, rt, procFixture(t, ""), cgroupV1Fixture(t), clock)
+	f.p = newTestProvider(t, rt, proc, cgroups, clock, func(o *Options) { o.PodCgroupRoot = podCgroupRoot })
 	t0 := time.Unix(1790000000, 0).UnixNano()
 	meta := func(name, ns, uid string) *runtimeapi.PodSandboxMetadata {
 		return &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid}
@@ -135,8 +137,9 @@ func blocksOf(t *testing.T, path string) uint64 {
 	return uint64(st.Blocks) * 512
 }
 
+// Without a pod cgroup root, pod figures come from ListPodSandboxStats.
 func TestPodStatsFromSandboxStats(t *testing.T) {
-	f := newPodFixture(t)
+	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "")
 	f.p.volumes.refresh(context.Background(), []*v1.Pod{f.web}, f.p.opts.RootDir, f.clock.now)
 	s, err := f.p.Get(context.Background())
 	if err != nil {
@@ -230,10 +233,10 @@ func TestPodStatsFromSandboxStats(t *testing.T) {
 	}
 }
 
-// A runtime without ListPodSandboxStats: pods are their containers' sums,
-// and the unimplemented call is not tried again.
+// A runtime without ListPodSandboxStats and no pod cgroups: pods are their
+// containers' sums, and the unimplemented call is not tried again.
 func TestPodStatsFromContainerStats(t *testing.T) {
-	f := newPodFixture(t)
+	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "")
 	f.rt.noSandboxStats = true
 	for range 2 {
 		s, err := f.p.GetCPUAndMemoryStats(context.Background())
@@ -259,7 +262,7 @@ func TestPodStatsFromContainerStats(t *testing.T) {
 }
 
 func TestCPUAndMemorySummaryLeavesOutFilesystems(t *testing.T) {
-	f := newPodFixture(t)
+	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "")
 	s, err := f.p.GetCPUAndMemoryStats(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +281,7 @@ func TestCPUAndMemorySummaryLeavesOutFilesystems(t *testing.T) {
 }
 
 func TestRuntimeErrorFailsSummary(t *testing.T) {
-	f := newPodFixture(t)
+	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "/kubepods")
 	f.rt.listErr = os.ErrDeadlineExceeded
 	if _, err := f.p.Get(context.Background()); err == nil || !strings.Contains(err.Error(), "failed to list pod stats") {
 		t.Errorf("error %v, want failed to list pod stats", err)
@@ -302,5 +305,117 @@ func TestDuCountsHardLinksOnce(t *testing.T) {
 		blocksOf(t, filepath.Join(dir, "sub", "b"))
 	if u.bytes != wantBytes {
 		t.Errorf("bytes %d, want %d", u.bytes, wantBytes)
+	}
+}
+
+// With a pod cgroup root, pod figures come from the pod's cgroup and its
+// network from its sandbox process's /proc/<pid>/net/dev, containers from
+// ListContainerStats; ListPodSandboxStats is not called.
+func TestPodStatsFromPodCgroup(t *testing.T) {
+	netDev := "Inter-| Receive | Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n" +
+		"    lo: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0\n  eth0: 1111 10 1 0 0 0 0 0 2222 20 2 0 0 0 0 0\n"
+	v1 := cgroupV1Fixture(t)
+	pod := "kubepods/besteffort/podu1"
+	writeTree(t, v1, map[string]string{
+		"cpuacct/" + pod + "/cpuacct.usage":        "9000000000\n",
+		"memory/" + pod + "/memory.usage_in_bytes": "209715200\n",
+		"memory/" + pod + "/memory.limit_in_bytes": "9223372036854771712\n",
+		"memory/" + pod + "/memory.stat":           "total_rss 104857600\ntotal_inactive_file 52428800\ntotal_pgfault 77\ntotal_pgmajfault 7\n",
+		"memory/" + pod + "/sb-web/cgroup.procs":   "4242\n",
+		"memory/" + pod + "/c-app/cgroup.procs":    "4250\n4251\n",
+		"memory/" + pod + "/c-side/cgroup.procs":   "4260\n",
+		"cpuacct/" + pod + "/sb-web/cgroup.procs":  "4242\n",
+	})
+	v2 := cgroupV2Fixture(t)
+	slice := "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podu1.slice"
+	writeTree(t, v2, map[string]string{
+		slice + "/cpu.stat":                                 "usage_usec 9000000\n",
+		slice + "/memory.current":                           "209715200\n",
+		slice + "/memory.max":                               "268435456\n",
+		slice + "/memory.stat":                              "anon 104857600\ninactive_file 52428800\npgfault 77\npgmajfault 7\n",
+		slice + "/cri-containerd-sb-web.scope/cgroup.procs": "4242\n",
+		slice + "/cri-containerd-c-app.scope/cgroup.procs":  "4250\n4251\n",
+		slice + "/cri-containerd-c-side.scope/cgroup.procs": "4260\n",
+	})
+	for _, tc := range []struct {
+		name, cgroups, root string
+		available           *uint64
+	}{
+		{"v1 cgroupfs", v1, "/kubepods", nil},
+		{"v2 systemd", v2, "/kubepods.slice", ptrTo[uint64](256<<20 - 150<<20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc := procFixture(t, "")
+			writeTree(t, proc, map[string]string{"4242/net/dev": netDev})
+			f := newPodFixture(t, proc, tc.cgroups, tc.root)
+			s, err := f.p.Get(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Pods) != 1 {
+				t.Fatalf("%d pods, want web only (job has no running container)", len(s.Pods))
+			}
+			web := s.Pods[0]
+			want(t, "pod cpu", web.CPU.UsageCoreNanoSeconds, 9e9)
+			want(t, "pod working set", web.Memory.WorkingSetBytes, 150<<20)
+			want(t, "pod rss", web.Memory.RSSBytes, 100<<20)
+			want(t, "pod page faults", web.Memory.PageFaults, 77)
+			if tc.available == nil && web.Memory.AvailableBytes != nil {
+				t.Errorf("pod available %d without a limit", *web.Memory.AvailableBytes)
+			} else if tc.available != nil {
+				want(t, "pod available", web.Memory.AvailableBytes, *tc.available)
+			}
+			want(t, "pod processes (containers', not the sandbox's)", web.ProcessStats.ProcessCount, 3)
+			if n := web.Network; n == nil || n.Name != "eth0" || *n.RxBytes != 1111 || *n.TxErrors != 2 || len(n.Interfaces) != 1 {
+				t.Errorf("pod network %+v: want the sandbox netns' eth0", n)
+			}
+			if len(web.Containers) != 2 || web.Containers[0].Name != "app" || *web.Containers[0].CPU.UsageCoreNanoSeconds != 6e9 {
+				t.Errorf("containers %+v: want app and sidecar from ListContainerStats", web.Containers)
+			}
+			if web.EphemeralStorage == nil || web.EphemeralStorage.UsedBytes == nil {
+				t.Errorf("ephemeral storage %+v", web.EphemeralStorage)
+			}
+			if n := f.rt.count("ListPodSandboxStats"); n != 0 {
+				t.Errorf("ListPodSandboxStats called %d times", n)
+			}
+
+			// Two seconds and 2 core-seconds later: one core.
+			f.clock.step(2 * time.Second)
+			if tc.root == "/kubepods" {
+				writeTree(t, tc.cgroups, map[string]string{"cpuacct/" + pod + "/cpuacct.usage": "11000000000\n"})
+			} else {
+				writeTree(t, tc.cgroups, map[string]string{slice + "/cpu.stat": "usage_usec 11000000\n"})
+			}
+			s, err = f.p.GetCPUAndMemoryStats(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want(t, "pod usageNanoCores", s.Pods[0].CPU.UsageNanoCores, 1e9)
+		})
+	}
+}
+
+// A pod whose cgroup cannot be found is its containers' sum.
+func TestPodStatsWithoutPodCgroup(t *testing.T) {
+	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "/kubepods")
+	s, err := f.p.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := s.Pods[0]
+	want(t, "pod cpu (sum)", web.CPU.UsageCoreNanoSeconds, 6e9)
+	if web.Network != nil || web.ProcessStats != nil {
+		t.Errorf("network %+v processes %+v without a pod cgroup", web.Network, web.ProcessStats)
+	}
+}
+
+func TestPodCgroupNames(t *testing.T) {
+	got := newPodCgroups(cgroupFS{}, "/kubepods.slice").candidates("a-b")
+	if got[1] != "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-poda_b.slice" {
+		t.Errorf("systemd burstable name %q", got[1])
+	}
+	got = newPodCgroups(cgroupFS{}, "/node/kubepods").candidates("a-b")
+	if got[0] != "/node/kubepods/poda-b" || got[2] != "/node/kubepods/besteffort/poda-b" {
+		t.Errorf("cgroupfs names %q", got)
 	}
 }

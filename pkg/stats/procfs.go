@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -18,42 +22,92 @@ import (
 // Linux architecture the kubelet runs on).
 const userHZ = 100
 
-// readKeyValues parses a file of "key value" lines (memory.stat, cpu.stat,
-// /proc/vmstat) into a map. Values that are not unsigned integers are skipped.
-func readKeyValues(path string) (map[string]uint64, error) {
-	data, err := os.ReadFile(path)
+// fileBufs are read buffers for the many small virtual files (procfs,
+// cgroupfs) a summary reads: their sizes read as 0, so os.ReadFile would
+// grow a fresh buffer for each.
+var fileBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+// readFile reads the file at path into a pooled buffer and passes it to
+// parse, which must not keep it.
+func readFile(path string, parse func(data []byte) error) error {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	out := make(map[string]uint64, 64)
-	for line := range bytes.Lines(data) {
-		key, value, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
-		if !ok {
+	defer syscall.Close(fd)
+	bp := fileBufs.Get().(*[]byte)
+	defer fileBufs.Put(bp)
+	buf := (*bp)[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
 			continue
 		}
-		if v, err := strconv.ParseUint(string(bytes.TrimSpace(value)), 10, 64); err == nil {
-			out[string(key)] = v
+		if err != nil {
+			return &os.PathError{Op: "read", Path: path, Err: err}
 		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
 	}
-	return out, nil
+	*bp = buf
+	return parse(buf)
+}
+
+// scanKeyValues calls fn for each "key value" line of a file (memory.stat,
+// cpu.stat, /proc/vmstat) whose value is an unsigned integer.
+func scanKeyValues(path string, fn func(key []byte, v uint64)) error {
+	return readFile(path, func(data []byte) error {
+		for line := range bytes.Lines(data) {
+			key, value, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
+			if !ok {
+				continue
+			}
+			if v, ok := parseUint(bytes.TrimSpace(value)); ok {
+				fn(key, v)
+			}
+		}
+		return nil
+	})
+}
+
+// parseUint parses a decimal unsigned integer without allocating.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
 }
 
 // readUint reads a file holding one unsigned integer (cpuacct.usage,
 // memory.current). "max" (cgroup v2's unlimited) reads as ok=false.
 func readUint(path string) (v uint64, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false, err
-	}
-	s := strings.TrimSpace(string(data))
-	if s == "max" {
-		return 0, false, nil
-	}
-	v, err = strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, true, nil
+	err = readFile(path, func(data []byte) error {
+		s := bytes.TrimSpace(data)
+		if string(s) == "max" {
+			return nil
+		}
+		if v, ok = parseUint(s); !ok {
+			return fmt.Errorf("%s: not a number: %q", path, s)
+		}
+		return nil
+	})
+	return v, ok, err
 }
 
 // meminfo holds the /proc/meminfo fields the node figures need, in bytes.
@@ -63,32 +117,43 @@ type meminfo struct {
 
 func readMeminfo(procRoot string) (meminfo, error) {
 	var m meminfo
-	data, err := os.ReadFile(filepath.Join(procRoot, "meminfo"))
+	err := readFile(filepath.Join(procRoot, "meminfo"), func(data []byte) error {
+		for line := range bytes.Lines(data) {
+			name, rest, ok := bytes.Cut(line, []byte{':'})
+			if !ok {
+				continue
+			}
+			var dst *uint64
+			switch string(name) {
+			case "MemTotal":
+				dst = &m.total
+			case "MemFree":
+				dst = &m.free
+			case "Inactive(file)":
+				dst = &m.inactiveFile
+			case "AnonPages":
+				dst = &m.anon
+			case "SwapTotal":
+				dst = &m.swapTotal
+			case "SwapFree":
+				dst = &m.swapFree
+			case "Hugetlb":
+				dst = &m.hugetlb
+			default:
+				continue
+			}
+			num, unit, _ := bytes.Cut(bytes.TrimSpace(rest), []byte{' '})
+			if v, ok := parseUint(num); ok {
+				if string(bytes.TrimSpace(unit)) == "kB" {
+					v *= 1024
+				}
+				*dst = v
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return m, err
-	}
-	fields := map[string]*uint64{
-		"MemTotal:": &m.total, "MemFree:": &m.free, "Inactive(file):": &m.inactiveFile,
-		"AnonPages:": &m.anon, "SwapTotal:": &m.swapTotal, "SwapFree:": &m.swapFree,
-		"Hugetlb:": &m.hugetlb,
-	}
-	for line := range bytes.Lines(data) {
-		f := bytes.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		dst, ok := fields[string(f[0])]
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseUint(string(f[1]), 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(f) > 2 && string(f[2]) == "kB" {
-			v *= 1024
-		}
-		*dst = v
 	}
 	if m.total == 0 {
 		return m, errors.New("no MemTotal in meminfo")
@@ -161,10 +226,15 @@ const defaultInterfaceName = "eth0"
 // readNetDev parses a /proc/net/dev file into the summary's interface
 // figures, in file order, leaving out the ignored interfaces.
 func readNetDev(path string) ([]statsapi.InterfaceStats, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+	var out []statsapi.InterfaceStats
+	err := readFile(path, func(data []byte) error {
+		out = parseNetDev(data)
+		return nil
+	})
+	return out, err
+}
+
+func parseNetDev(data []byte) []statsapi.InterfaceStats {
 	var out []statsapi.InterfaceStats
 	for line := range bytes.Lines(data) {
 		name, rest, ok := bytes.Cut(line, []byte{':'})
@@ -189,12 +259,12 @@ func readNetDev(path string) ([]statsapi.InterfaceStats, error) {
 			TxErrors: parseUintPtr(f[10]),
 		})
 	}
-	return out, nil
+	return out
 }
 
 func parseUintPtr(b []byte) *uint64 {
-	v, err := strconv.ParseUint(string(b), 10, 64)
-	if err != nil {
+	v, ok := parseUint(b)
+	if !ok {
 		return nil
 	}
 	return &v
@@ -208,10 +278,15 @@ func parseUintPtr(b []byte) *uint64 {
 // It returns nil when the file does not exist (no PSI on this kernel or
 // cgroup version).
 func readPSI(path string) *statsapi.PSIStats {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	var psi *statsapi.PSIStats
+	_ = readFile(path, func(data []byte) error {
+		psi = parsePSI(data)
 		return nil
-	}
+	})
+	return psi
+}
+
+func parsePSI(data []byte) *statsapi.PSIStats {
 	psi := &statsapi.PSIStats{}
 	for line := range bytes.Lines(data) {
 		f := strings.Fields(string(line))
