@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,5 +156,34 @@ func TestResourceMetricsScrapeError(t *testing.T) {
 	body, _ := io.ReadAll(serve(h, "GET", ResourceMetricsPath).Body)
 	if !strings.Contains(string(body), "\nresource_scrape_error 1\n") || strings.Contains(string(body), "node_cpu") {
 		t.Errorf("body:\n%s\nwant resource_scrape_error 1 and nothing else", body)
+	}
+}
+
+func TestResourceMetricsGzipEscapingAndDuplicates(t *testing.T) {
+	pod := statsapi.PodStats{
+		PodRef: statsapi.PodReference{Name: "we\"b", Namespace: `de\fault`},
+		CPU:    &statsapi.CPUStats{Time: metav1.NewTime(time.Unix(1800000000, 0)), UsageCoreNanoSeconds: ptrTo[uint64](1e9)},
+	}
+	// The same pod twice (two ready sandboxes): written once.
+	summary := &statsapi.Summary{Pods: []statsapi.PodStats{pod, pod}}
+	h := NewResourceMetricsHandler(stubSummaries{cpuMem: summary})
+	req := httptest.NewRequest("GET", ResourceMetricsPath, nil)
+	req.Header.Set("Accept-Encoding", "deflate, gzip;q=1.0")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("content encoding %q, want gzip", rec.Header().Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `pod_cpu_usage_seconds_total{namespace="de\\fault",pod="we\"b"} 1 1800000000000` + "\n"
+	if strings.Count(string(body), line) != 1 {
+		t.Errorf("body:\n%s\nwant once: %s", body, line)
 	}
 }
