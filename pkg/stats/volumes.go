@@ -1,0 +1,139 @@
+package stats
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// podVolumeStats is one pod's volume usage, split as upstream splits it:
+// local ephemeral volumes count toward the pod's ephemeral storage.
+type podVolumeStats struct {
+	ephemeral, persistent []statsapi.VolumeStats
+}
+
+// volumeCache holds the latest volume stats of every pod. Like upstream's
+// fsResourceAnalyzer it is filled in the background, every
+// volumeStatsAggPeriod, and never computed on a request: walking volumes
+// can take long.
+type volumeCache struct {
+	latest atomic.Pointer[map[types.UID]podVolumeStats]
+}
+
+func (c *volumeCache) get(uid types.UID) (podVolumeStats, bool) {
+	m := c.latest.Load()
+	if m == nil {
+		return podVolumeStats{}, false
+	}
+	vs, ok := (*m)[uid]
+	return vs, ok
+}
+
+// run recomputes all pods' volume stats every period (with upstream's
+// jitter) until ctx is done.
+func (c *volumeCache) run(ctx context.Context, period time.Duration, pods PodLister, rootDir string, now func() time.Time) {
+	klog.InfoS("Starting volume stats collection", "period", period)
+	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
+		c.refresh(ctx, pods.GetPods(), rootDir, now)
+	}, period, 1.0, true)
+}
+
+func (c *volumeCache) refresh(ctx context.Context, pods []*v1.Pod, rootDir string, now func() time.Time) {
+	m := make(map[types.UID]podVolumeStats, len(pods))
+	for _, pod := range pods {
+		if ctx.Err() != nil {
+			return
+		}
+		m[pod.UID] = podVolumes(pod, rootDir, now)
+	}
+	c.latest.Store(&m)
+}
+
+// volumePluginDirs maps the volume types whose usage upstream reports
+// (their plugins measure it with du) to the plugin's directory under
+// <rootDir>/pods/<uid>/volumes. hostPath reports none; PVCs, CSI and other
+// network volumes are not set up by nodelet.
+func volumePluginDir(v *v1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return "kubernetes.io~empty-dir"
+	case v.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case v.Secret != nil:
+		return "kubernetes.io~secret"
+	case v.Projected != nil:
+		return "kubernetes.io~projected"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case v.GitRepo != nil:
+		return "kubernetes.io~git-repo"
+	}
+	return ""
+}
+
+// isLocalEphemeral is upstream's IsLocalEphemeralVolume: volumes whose usage
+// is the pod's ephemeral storage (memory-backed ones are not on disk).
+func isLocalEphemeral(v *v1.Volume) bool {
+	return v.GitRepo != nil ||
+		(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault) ||
+		v.ConfigMap != nil
+}
+
+func podVolumes(pod *v1.Pod, rootDir string, now func() time.Time) podVolumeStats {
+	var out podVolumeStats
+	base := filepath.Join(rootDir, "pods", string(pod.UID), "volumes")
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		plugin := volumePluginDir(v)
+		if plugin == "" {
+			continue
+		}
+		dir := filepath.Join(base, plugin, v.Name)
+		vs, err := volumeStats(v.Name, dir, now())
+		if err != nil {
+			if !os.IsNotExist(err) {
+				klog.V(4).InfoS("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", v.Name, "err", err)
+			}
+			continue
+		}
+		if isLocalEphemeral(v) {
+			out.ephemeral = append(out.ephemeral, vs)
+		} else {
+			out.persistent = append(out.persistent, vs)
+		}
+	}
+	return out
+}
+
+// volumeStats measures a volume directory: usage by walking it, size by
+// statfs of its filesystem.
+func volumeStats(name, dir string, now time.Time) (statsapi.VolumeStats, error) {
+	u, err := duPath(dir)
+	if err != nil {
+		return statsapi.VolumeStats{}, err
+	}
+	fs, err := statFS(dir, now)
+	if err != nil {
+		return statsapi.VolumeStats{}, err
+	}
+	return statsapi.VolumeStats{
+		Name: name,
+		FsStats: statsapi.FsStats{
+			Time:           metaTime(now),
+			AvailableBytes: ptrTo(fs.available),
+			CapacityBytes:  ptrTo(fs.capacity),
+			UsedBytes:      ptrTo(u.bytes),
+			Inodes:         ptrTo(fs.inodes),
+			InodesFree:     ptrTo(fs.ifree),
+			InodesUsed:     ptrTo(u.inodes),
+		},
+	}, nil
+}
