@@ -26,6 +26,7 @@ test-e2e: build
 	  export CONTAINER_RUNTIME_ENDPOINT && \
 	  cp_env=$$(hack/controlplane.sh up) && export "$$cp_env" && \
 	  export NODELET_CP_DIR="$$(dirname "$$KUBECONFIG")" && \
+	  ms_env=$$(hack/metrics-server.sh up) && export "$$ms_env" && \
 	  NODELET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -p 1 -timeout 40m -tags e2e ./test/e2e/...
 
 lint:
@@ -41,11 +42,12 @@ runtime-down:
 
 # A real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1
 # (docs/controlplane.md); prints KUBECONFIG=... The first run builds them (cached).
+# metrics-server comes with it, for `kubectl top`.
 controlplane-up:
-	@hack/controlplane.sh up
+	@hack/controlplane.sh up && hack/metrics-server.sh up >/dev/null
 
 controlplane-down:
-	@hack/controlplane.sh down
+	@hack/metrics-server.sh down; hack/controlplane.sh down
 
 bench: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \

@@ -3,9 +3,11 @@ package app
 import (
 	"context"
 	"net"
+	"path"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -17,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/stats"
 )
 
 // servesKubeletAPI decides whether the kubelet API (port, readOnlyPort) is served:
@@ -53,6 +56,8 @@ type kubeletAPI struct {
 	nodeIPs    []net.IP
 	loop       *kubelet.Kubelet
 	runtime    *kuberuntime.Manager
+	cri        internalapi.RuntimeService
+	images     internalapi.ImageManagerService
 	node       *nodestatus.Controller
 	registries *metrics.Registries
 	cluster    *cluster
@@ -71,6 +76,13 @@ func (a kubeletAPI) start(ctx context.Context) error {
 	if a.cluster != nil {
 		deps.Client = a.cluster.clients.Kube
 	}
+	summary := stats.NewProvider(a.cri, a.images, stats.PodListerFunc(a.loop.Pods), stats.Options{
+		NodeName: a.nodeName, RootDir: a.opts.RootDirectory, PodLogsDir: cfg.PodLogsDir,
+		KubeletCgroup: cfg.KubeletCgroups, RuntimeCgroup: a.opts.RuntimeCgroups, SystemCgroup: cfg.SystemCgroups,
+		PodCgroupRoot: path.Join(cfg.CgroupRoot, "kubepods"), VolumeStatsPeriod: cfg.VolumeStatsAggPeriod.Duration,
+	})
+	go summary.Run(ctx)
+	deps.Stats, deps.MetricsResource = stats.NewSummaryHandler(summary), stats.NewResourceMetricsHandler(summary)
 	// The server itself turns these off when enableDebuggingHandlers is false.
 	mountStreaming(&deps, streaming.New(streaming.Deps{
 		Pods: a.loop, RunningPods: a.runtime, Streaming: a.runtime, Runner: a.runtime,

@@ -140,7 +140,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return err
 	}
 	if serving {
-		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, node: node, registries: registries, cluster: cl}
+		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, cri: rs, images: is,
+			node: node, registries: registries, cluster: cl}
 		if err := api.start(ctx); err != nil {
 			return err
 		}

@@ -64,6 +64,7 @@ var implementedFields = map[string]bool{
 	"allowedUnsafeSysctls":          true,
 	// The kubelet API server (pkg/kubeletserver).
 	"enableServer":              true,
+	"volumeStatsAggPeriod":      true,
 	"port":                      true,
 	"address":                   true,
 	"readOnlyPort":              true,
@@ -90,8 +91,10 @@ var implementedFields = map[string]bool{
 // partlyImplemented are fields nodelet reads for part of what they do; setting one still
 // warns, naming what is missing.
 var partlyImplemented = map[string]string{
-	"featureGates": "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint and PodLogsQuerySplitStreams only",
-	"evictionHard": "only shapes the node's allocatable; nodelet does not evict pods yet",
+	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
+	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
+	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint and PodLogsQuerySplitStreams only",
+	"evictionHard":   "only shapes the node's allocatable; nodelet does not evict pods yet",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
@@ -105,6 +108,7 @@ var implementedCommandFlags = map[string]bool{
 	"kubeconfig":                            true,
 	"bootstrap-kubeconfig":                  true,
 	"cert-dir":                              true,
+	"runtime-cgroups":                       true,
 	"minimum-container-ttl-duration":        true,
 	"maximum-dead-containers-per-container": true,
 	"maximum-dead-containers":               true,

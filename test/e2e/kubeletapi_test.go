@@ -327,3 +327,32 @@ func errorsAs(err error, target **exec.ExitError) bool {
 	}
 	return ok
 }
+
+// TestKubectlTop: metrics-server (brought up by `make test-e2e`) scrapes the node's
+// /metrics/resource, and `kubectl top node` and `kubectl top pod` show its figures.
+func TestKubectlTop(t *testing.T) {
+	if os.Getenv("METRICS_SERVER") == "" {
+		t.Fatal("METRICS_SERVER is not set: run `make test-e2e` (it starts metrics-server)")
+	}
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.testPod("busy", "sh", "-c", "trap 'exit 0' TERM; while true; do :; done"))
+	eventually(t, 20*time.Second, "pod Ready", func() error { return c.podReady("busy") })
+	// metrics-server scrapes every 15 s and needs two samples for a CPU rate.
+	took := eventually(t, 120*time.Second, "kubectl top node", func() error {
+		out, err := kubectl(t, nil, "top", "node", c.name, "--no-headers")
+		if err != nil || !regexp.MustCompile(`^`+c.name+`\s+\d+m\s+\d+%\s+\d+Mi\s+\d+%`).MatchString(out) {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	t.Logf("kubectl top node answered after %v", took)
+	eventually(t, 90*time.Second, "kubectl top pod", func() error {
+		out, err := kubectl(t, nil, "top", "pod", "busy", "--namespace="+c.namespace, "--no-headers")
+		m := regexp.MustCompile(`^busy\s+(\d+)m\s+\d+Mi`).FindStringSubmatch(out)
+		if err != nil || m == nil || m[1] == "0" {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
