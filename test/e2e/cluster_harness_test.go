@@ -38,8 +38,8 @@ type clusterNode struct {
 	args       []string
 	// apiPort is the kubelet API's port (a free one: tests may run beside other kubelets).
 	apiPort int
-	admin      kubernetes.Interface
-	rs         internalapi.RuntimeService
+	admin   kubernetes.Interface
+	rs      internalapi.RuntimeService
 }
 
 // clusterOptions tune a cluster node; the zero value joins with a node client certificate.
