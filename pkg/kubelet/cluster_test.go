@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/container"
+
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/sources"
 )
@@ -119,4 +121,25 @@ func containsPod(pods []*v1.Pod, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+func TestSyncThatChangedThePodRelistsIt(t *testing.T) {
+	ready := true
+	rt := &fakeRuntime{}
+	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
+	plegs := k.deps.PLEG.(*fakePLEG)
+	quiet := testPod("quiet", "quiet")
+	k.handlePodAdditions([]*v1.Pod{quiet})
+	eventually(t, "first sync", func() bool { return rt.syncCount(quiet.UID) == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if n := plegs.relistRequests(quiet.UID); n != 0 {
+		t.Errorf("a sync that did nothing asked for %d relists", n)
+	}
+
+	rt.mu.Lock()
+	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{container.NewSyncResult(container.StartContainer, "c")}}
+	rt.mu.Unlock()
+	busy := testPod("busy", "busy")
+	k.handlePodAdditions([]*v1.Pod{busy})
+	eventually(t, "a relist asked for after the sync that started a container", func() bool { return plegs.relistRequests(busy.UID) == 1 })
 }
