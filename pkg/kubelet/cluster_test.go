@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/container"
-
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/sources"
 )
