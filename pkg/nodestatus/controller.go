@@ -79,6 +79,11 @@ type Controller struct {
 	podCIDR          string
 	watchMayBeStale  bool
 	statusFailures   int
+	forceReport      bool
+
+	// apiFailure is when a heartbeat last failed (Unix ns; 0: never), set by the lease
+	// loop and the status loop.
+	apiFailure atomic.Int64
 
 	// postedReady is the Ready status this kubelet last wrote; a watched Node showing
 	// another one (written by the node controller) triggers a sync.

@@ -49,6 +49,7 @@ func (c *Controller) runLease(ctx context.Context) {
 		next := wait.Jitter(renew, leaseRenewJitter)
 		switch {
 		case err != nil:
+			c.noteAPIFailure()
 			failures++
 			if failures == 1 {
 				logger.Error(err, "Failed to renew the node lease, retrying", "lease", klog.KRef(v1.NamespaceNodeLease, c.opts.NodeName))

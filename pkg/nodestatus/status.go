@@ -31,6 +31,9 @@ const (
 	statusJitter = 0.04
 	// statusRetryMin is the first wait after a failed status sync.
 	statusRetryMin = 500 * time.Millisecond
+	// afterOutageWindow is how long after a failed heartbeat (lease or status) the
+	// server's copy of the Node is read, every second, instead of the watch's.
+	afterOutageWindow = 45 * time.Second
 )
 
 // errNodeGone means the Node no longer exists on the API server.
@@ -44,9 +47,15 @@ func (c *Controller) statusLoop(ctx context.Context) {
 	retry := statusRetryMin
 	for {
 		next := wait.Jitter(c.opts.NodeStatusUpdateFrequency, statusJitter)
-		if !c.syncNodeStatus(ctx) {
+		switch {
+		case !c.syncNodeStatus(ctx):
 			next, retry = min(retry, next), min(2*retry, c.opts.NodeStatusUpdateFrequency)
-		} else {
+		case c.recentlyFailed():
+			// Just after an API outage the node controller may still mark the node Unknown
+			// (its grace period ran out while nobody could write): look every second for a
+			// while, reading the server's copy, and write Ready back at once.
+			next, retry = min(statusRetryMin*2, next), statusRetryMin
+		default:
 			retry = statusRetryMin
 		}
 		select {
@@ -71,7 +80,11 @@ func (c *Controller) syncNodeStatus(ctx context.Context) bool {
 		return true
 	}
 	logger := klog.FromContext(ctx)
+	// The first sync after the API server failed us reports in full: the node's
+	// heartbeat is overdue.
+	c.forceReport = c.lastAPIFailure().After(c.lastStatusReport)
 	if err := c.updateNodeStatus(ctx); err != nil {
+		c.noteAPIFailure()
 		c.statusFailures++
 		if c.statusFailures == 1 {
 			logger.Error(err, "Unable to update node status")
@@ -93,7 +106,10 @@ func (c *Controller) updateNodeStatus(ctx context.Context) error {
 	var err error
 	for try := range nodeStatusUpdateRetry {
 		if err = c.tryUpdateNodeStatus(ctx, try); err == nil {
-			c.watchMayBeStale = false
+			// The watch may lag for a while after an outage (its reflector backs off):
+			// keep reading the server's copy until that has surely passed.
+			c.watchMayBeStale = c.recentlyFailed()
+			c.forceReport = false
 			return nil
 		}
 		// After a failure (an API outage) the watch may lag behind what others wrote
@@ -114,7 +130,7 @@ func (c *Controller) updateNodeStatus(ctx context.Context) error {
 func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	var original *v1.Node
 	var err error
-	if try == 0 && !c.watchMayBeStale {
+	if try == 0 && !c.watchMayBeStale && !c.recentlyFailed() {
 		original, err = c.watchedNode()
 	} else {
 		original, err = c.heartbeat.CoreV1().Nodes().Get(ctx, c.opts.NodeName, metav1.GetOptions{})
@@ -126,7 +142,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		return fmt.Errorf("error getting node %q: %v", c.opts.NodeName, err)
 	}
 	node, changed := c.updateNode(ctx, original)
-	if !changed && !c.reportPeriodExpired() {
+	if !changed && !c.reportPeriodExpired() && !c.forceReport {
 		return nil
 	}
 	// A change (or the first report) starts a random offset within the report period so
@@ -154,6 +170,22 @@ func readyStatus(node *v1.Node) v1.ConditionStatus {
 		}
 	}
 	return ""
+}
+
+// noteAPIFailure records that a heartbeat (lease or status) could not reach the API server.
+func (c *Controller) noteAPIFailure() { c.apiFailure.Store(c.clock.Now().UnixNano()) }
+
+func (c *Controller) lastAPIFailure() time.Time {
+	if ns := c.apiFailure.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// recentlyFailed reports a heartbeat failure within afterOutageWindow.
+func (c *Controller) recentlyFailed() bool {
+	last := c.lastAPIFailure()
+	return !last.IsZero() && c.clock.Since(last) < afterOutageWindow
 }
 
 func (c *Controller) reportPeriodExpired() bool {

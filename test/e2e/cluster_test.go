@@ -40,11 +40,11 @@ func TestClusterNodeReadyWithLeaseAndTrueStatus(t *testing.T) {
 		lease.OwnerReferences[0].Kind != "Node" || lease.OwnerReferences[0].UID != node.UID {
 		t.Errorf("lease %+v, want held by the node and owned by it", lease)
 	}
-	checkNodeObject(t, node, c.name)
+	checkNodeObject(t, node, c.name, c.apiPort)
 }
 
 // checkNodeObject compares the Node's fields with what this machine really is.
-func checkNodeObject(t *testing.T, node *v1.Node, name string) {
+func checkNodeObject(t *testing.T, node *v1.Node, name string, port int) {
 	t.Helper()
 	for k, want := range map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux"} {
 		if node.Labels[k] != want {
@@ -83,7 +83,7 @@ func checkNodeObject(t *testing.T, node *v1.Node, name string) {
 	if !internal || !hostname {
 		t.Errorf("addresses %v, want an InternalIP and the Hostname", node.Status.Addresses)
 	}
-	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
+	if node.Status.DaemonEndpoints.KubeletEndpoint.Port != int32(port) {
 		t.Errorf("daemonEndpoints %+v", node.Status.DaemonEndpoints)
 	}
 	if len(node.Status.Images) == 0 {
