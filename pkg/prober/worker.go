@@ -304,8 +304,15 @@ func (w *worker) runningSinceBeforeRestart(c *v1.ContainerStatus) bool {
 // AddPod on every sync, so an ended worker would be made anew, publish Failure afresh
 // (its predecessor removed the result) and so cause another sync, for as long as the pod
 // lives. The held worker ends with the pod.
+//
+// A container created but not started yet (Waiting) keeps its initial liveness and startup
+// result: a status read between CreateContainer and StartContainer must not leave a Failure
+// that gets the container killed the moment it runs. Readiness fails, as it should.
 func (w *worker) notRunning(c *v1.ContainerStatus) {
 	klog.FromContext(w.ctx).V(3).Info("Non-running container probed")
+	if c.State.Waiting != nil && w.kind != readiness {
+		return
+	}
 	if !w.containerID.IsEmpty() {
 		w.results.Set(w.containerID, results.Failure, w.pod)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/prober/results"
 )
 
 // step runs one doProbe with the runner passing or failing, and returns the published
@@ -425,5 +426,28 @@ func TestUndefaultedProbeRunsWithDefaults(t *testing.T) {
 	cmd, timeout := r.runner.last()
 	if timeout != time.Second || strings.Join(cmd, " ") != "check 8080" {
 		t.Errorf("ran %q with timeout %v, want `check 8080` with the default 1s", cmd, timeout)
+	}
+}
+
+func TestCreatedNotStartedContainerKeepsLiveness(t *testing.T) {
+	// A status caught between CreateContainer and StartContainer shows the new container
+	// Waiting: liveness and startup keep their initial values (a Failure would get the
+	// container killed as soon as it runs), readiness is not ready.
+	for _, kind := range []probeType{liveness, startup, readiness} {
+		r := newRig(t)
+		pod := testPod(v1.Container{LivenessProbe: execProbe(), StartupProbe: execProbe(), ReadinessProbe: execProbe()})
+		s := running("c1", epoch, false)
+		s.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+		r.statuses.set(testUID, s)
+		w := r.worker(kind, pod)
+		w.doProbe()
+		want := map[probeType]string{liveness: "Success", startup: "UNKNOWN", readiness: "Failure"}[kind]
+		rm := map[probeType]results.Manager{liveness: r.liveness, startup: r.startup, readiness: r.readiness}[kind]
+		if got := result(rm, "c1"); got != want {
+			t.Errorf("%v of a created container: %s, want %s", kind, got, want)
+		}
+		if n := r.runner.callCount(); n != 0 {
+			t.Errorf("%v: probed a container that is not running", kind)
+		}
 	}
 }
