@@ -31,12 +31,16 @@ type Options struct {
 	// TTL is how long a secret or config map is reused before it is read
 	// again; 0 means DefaultTTL.
 	TTL time.Duration
+	// NoCache reads secrets and config maps afresh every time (the "Get"
+	// configMapAndSecretChangeDetectionStrategy).
+	NoCache bool
 	// Clock drives the TTL; nil means the real clock.
 	Clock clock.Clock
 }
 
 // Sources reads secrets, config maps and services for container environments.
 type Sources struct {
+	client     kubernetes.Interface
 	secrets    *ttlCache[*v1.Secret]
 	configMaps *ttlCache[*v1.ConfigMap]
 	services   cache.SharedIndexInformer
@@ -44,7 +48,10 @@ type Sources struct {
 
 // New builds Sources over client. Services are listed only once Start has run.
 func New(client kubernetes.Interface, opts Options) *Sources {
-	if opts.TTL <= 0 {
+	switch {
+	case opts.NoCache:
+		opts.TTL = 0
+	case opts.TTL <= 0:
 		opts.TTL = DefaultTTL
 	}
 	if opts.Clock == nil {
@@ -57,6 +64,7 @@ func New(client kubernetes.Interface, opts Options) *Sources {
 		return client.CoreV1().ConfigMaps(ns).Get(ctx, name, o)
 	}
 	return &Sources{
+		client:     client,
 		secrets:    newTTLCache(getSecret, v1.Resource("secret"), opts.TTL, opts.Clock),
 		configMaps: newTTLCache(getConfigMap, v1.Resource("configmap"), opts.TTL, opts.Clock),
 		services:   newServiceInformer(client),
@@ -116,4 +124,15 @@ func (s *Sources) ServicesSynced() bool {
 // start until then and are retried); a caller may wait briefly at start-up.
 func (s *Sources) WaitForServices(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), s.services.HasSynced)
+}
+
+// GetPersistentVolumeClaim reads a claim from the API server; as upstream's volume
+// manager, claims and volumes are not cached: their binding must be current.
+func (s *Sources) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	return s.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// GetPersistentVolume reads a persistent volume from the API server.
+func (s *Sources) GetPersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error) {
+	return s.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 }

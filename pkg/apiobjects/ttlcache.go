@@ -64,7 +64,7 @@ func (c *ttlCache[T]) Get(ctx context.Context, namespace, name string) (T, error
 		return e.object, nil
 	}
 	opts := metav1.GetOptions{}
-	if e.object != zero {
+	if e.object != zero && c.ttl > 0 {
 		// A refresh of a known object may come from the API server's cache,
 		// sparing etcd; an older answer from it is ignored below.
 		opts.ResourceVersion = "0"

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/apiobjects"
 	"github.com/nodelet/nodelet/pkg/config"
@@ -21,6 +23,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/token"
+	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
 // firstProbeTimeout bounds the start-up look at the API server.
@@ -71,7 +75,11 @@ func connectCluster(ctx context.Context, opts *config.Options, nodeName string, 
 		clients.Stop()
 		return nil, errors.New(kubeclient.Describe(err))
 	}
-	objects := apiobjects.New(clients.Kube, apiobjects.Options{})
+	// "Get" reads every time; "Cache" and "Watch" (upstream's default, a watch per
+	// object) both reuse a read for a few seconds here: files and env vars are refreshed
+	// on pod syncs, so a watch would not make them change sooner.
+	noCache := cfg.ConfigMapAndSecretChangeDetectionStrategy == kubeletconfigv1beta1.GetChangeDetectionStrategy
+	objects := apiobjects.New(clients.Kube, apiobjects.Options{NoCache: noCache})
 	objects.Start(ctx)
 	return &cluster{clients: clients, objects: objects}, nil
 }
@@ -107,6 +115,18 @@ func nodeOf(ctx context.Context, node *nodestatus.Controller) func() (*v1.Node, 
 	return func() (*v1.Node, error) { return node.Node(ctx) }
 }
 
+// nodeAllocatable is the node's allocatable resources, for downward-API limits a
+// container leaves unset; nil while the node cannot be described.
+func nodeAllocatable(ctx context.Context, node *nodestatus.Controller) func() v1.ResourceList {
+	return func() v1.ResourceList {
+		n, err := node.Node(ctx)
+		if err != nil {
+			return nil
+		}
+		return n.Status.Allocatable
+	}
+}
+
 // envSources are the API objects container environments refer to; nil standalone (a nil
 // interface, never a nil *Sources).
 func (c *cluster) envSources() criconfig.EnvSources {
@@ -114,6 +134,20 @@ func (c *cluster) envSources() criconfig.EnvSources {
 		return nil
 	}
 	return c.objects
+}
+
+// volumeAPI serves the volume types made of API objects: config maps, secrets, claims
+// and service-account tokens (whose expired entries are dropped until ctx ends).
+// Standalone, only the downward API's node allocatable is known.
+func (c *cluster) volumeAPI(ctx context.Context, nodeAllocatable func() v1.ResourceList) volumes.API {
+	api := volumes.API{NodeAllocatable: nodeAllocatable}
+	if c == nil {
+		return api
+	}
+	tokens := token.NewManagerForClient(c.clients.Kube, clock.RealClock{})
+	go tokens.RunCleanup(ctx)
+	api.Objects, api.Tokens, api.Claims = c.objects, tokens, c.objects
+	return api
 }
 
 // statusSyncer writes pod statuses to the API server; nil standalone.

@@ -101,6 +101,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
+	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared})
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ type fakeVolumes struct {
 	cleaned []types.UID
 }
 
-func (v *fakeVolumes) SetUpPod(*v1.Pod) error { return nil }
+func (v *fakeVolumes) SetUpPod(context.Context, *v1.Pod) error { return nil }
 func (v *fakeVolumes) CleanupPod(uid types.UID) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()

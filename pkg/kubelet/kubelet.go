@@ -25,7 +25,7 @@ import (
 
 // Volumes prepares and releases pod volumes and directories.
 type Volumes interface {
-	SetUpPod(pod *v1.Pod) error
+	SetUpPod(ctx context.Context, pod *v1.Pod) error
 	CleanupPod(uid types.UID) error
 	PodDirs() ([]types.UID, error)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
 // SyncPod converges one pod (the pod worker's "sync" phase): publish its status, prepare
@@ -40,11 +41,11 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	}
 	k.syncMirrorPod(ctx, pod)
 	endVolumes := podstartup.FromContext(ctx).Begin(podstartup.Volumes)
-	err := k.deps.Volumes.SetUpPod(pod)
+	err := k.deps.Volumes.SetUpPod(ctx, pod)
 	endVolumes()
 	if err != nil {
-		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to set up volumes: %v", err)
-		return false, nil, fmt.Errorf("unable to set up volumes for pod %q: %w", klog.KObj(pod), err)
+		k.recordMountFailures(pod, err)
+		return false, nil, fmt.Errorf("unable to attach or mount volumes for pod %q: %w", klog.KObj(pod), err)
 	}
 	// Every sync makes sure the pod is probed (as upstream): a pod re-created with the
 	// same UID lost its probes when the old pod's teardown finished.
@@ -63,6 +64,19 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	// The sync changed the pod: relist it at once, so its new containers are seen (and
 	// reported Running, then Ready) without waiting for the next periodic relist.
 	return false, func() { k.deps.PLEG.RequestRelist(pod.UID) }, nil
+}
+
+// recordMountFailures tells the pod's owner which volumes did not mount and why, one
+// FailedMount event per volume as upstream's volume manager words them.
+func (k *Kubelet) recordMountFailures(pod *v1.Pod, err error) {
+	failed := volumes.MountErrors(err)
+	if len(failed) == 0 {
+		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
+		return
+	}
+	for _, me := range failed {
+		k.deps.Recorder.Event(pod, v1.EventTypeWarning, "FailedMount", me.Error())
+	}
 }
 
 // onlyBackOff reports results whose failures are all back-offs (CrashLoopBackOff,

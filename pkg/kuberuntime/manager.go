@@ -47,9 +47,10 @@ var ErrVersionNotSupported = errors.New("runtime api version is not supported")
 type VolumeManager interface {
 	// SetUpPod makes every volume of pod ready on the host; it is called before any
 	// container of the pod starts and must be idempotent.
-	SetUpPod(pod *v1.Pod) error
-	// MountsFor returns the CRI mounts of container c.
-	MountsFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error)
+	SetUpPod(ctx context.Context, pod *v1.Pod) error
+	// MountsFor returns the CRI mounts of container c; env is its environment, for
+	// subPathExpr.
+	MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
 	// PodDir is the pod's directory on the host (holds termination-message files).
 	PodDir(uid types.UID) string
 }

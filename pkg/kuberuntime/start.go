@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -84,17 +85,11 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	if err != nil {
 		return nil, nil, grpcMessage(err), err
 	}
-	var mounts []*runtimeapi.Mount
-	if m.volumes != nil {
-		if mounts, err = m.volumes.MountsFor(pod, c); err != nil {
-			return nil, nil, err.Error(), err
-		}
-	}
 	podIP := ""
 	if len(s.podIPs) > 0 {
 		podIP = s.podIPs[0]
 	}
-	config, cleanup, err := criconfig.GenerateContainerConfig(ctx, c, pod, restartCount, criconfig.ContainerOptions{
+	opts := criconfig.ContainerOptions{
 		PodIP:              podIP,
 		PodIPs:             s.podIPs,
 		HostIPs:            m.opts.NodeIPs,
@@ -102,7 +97,6 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		ImageRef:           imageRef,
 		ImageUser:          uid,
 		ImageUserName:      username,
-		Mounts:             mounts,
 		PodDir:             m.podDir(pod.UID),
 		PodLogsDir:         m.opts.PodLogsDir,
 		CPUCFSQuota:        m.opts.CPUCFSQuota,
@@ -113,11 +107,35 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		TargetContainerID:  target,
 		EnableServiceLinks: pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks,
 		EnvSources:         m.opts.EnvSources,
-	})
+	}
+	if opts.Mounts, err = m.mounts(ctx, pod, c, opts); err != nil {
+		return nil, nil, err.Error(), err
+	}
+	config, cleanup, err := criconfig.GenerateContainerConfig(ctx, c, pod, restartCount, opts)
 	if err != nil {
 		return nil, nil, grpcMessage(err), err
 	}
 	return config, cleanup, "", nil
+}
+
+// mounts are the container's volume mounts. A subPathExpr is expanded from the
+// container's environment, which is worked out for it only when one is used.
+func (m *Manager) mounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) ([]*runtimeapi.Mount, error) {
+	if m.volumes == nil {
+		return nil, nil
+	}
+	var env map[string]string
+	if slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.SubPathExpr != "" }) {
+		kvs, err := criconfig.MakeEnvironmentVariables(ctx, pod, c, opts)
+		if err != nil {
+			return nil, err
+		}
+		env = make(map[string]string, len(kvs))
+		for _, kv := range kvs {
+			env[kv.Key] = string(kv.Value)
+		}
+	}
+	return m.volumes.MountsFor(pod, c, env)
 }
 
 // seccompProfileRoot is <root>/seccomp, where Localhost profiles live.

@@ -50,7 +50,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
 	traceInitContainers(ctx, pod, podStatus)
 
-	if hasWorkToStart(changes) && !m.setUpVolumes(pod, &result) {
+	if hasWorkToStart(changes) && !m.setUpVolumes(ctx, pod, &result) {
 		return result
 	}
 
@@ -127,11 +127,11 @@ func hasWorkToStart(c podActions) bool {
 
 // setUpVolumes makes the pod's volumes ready before anything of it starts (upstream's
 // kubelet waits for volumes before calling SyncPod). It returns false on failure.
-func (m *Manager) setUpVolumes(pod *v1.Pod, result *container.PodSyncResult) bool {
+func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod, result *container.PodSyncResult) bool {
 	var err error
 	switch {
 	case m.volumes != nil:
-		err = m.volumes.SetUpPod(pod)
+		err = m.volumes.SetUpPod(ctx, pod)
 	case len(pod.Spec.Volumes) > 0:
 		err = errors.New("the pod has volumes but nodelet's runtime manager has no volume manager")
 	}

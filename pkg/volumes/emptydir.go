@@ -10,6 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodelet/nodelet/pkg/volumes/ownership"
 )
 
 // emptyDirPerm lets every user in the pod's containers write the volume, as
@@ -17,8 +19,16 @@ import (
 const emptyDirPerm os.FileMode = 0o777
 
 // setUpEmptyDir creates the volume's directory, on tmpfs for medium Memory.
-func (m *Manager) setUpEmptyDir(pod *v1.Pod, vol *v1.Volume) error {
+// A new one gets the pod's fsGroup, as upstream sets it once, when the volume is made.
+func (m *Manager) setUpEmptyDir(pod *v1.Pod, vol *v1.Volume) (err error) {
 	dir := m.emptyDirPath(pod.UID, vol.Name)
+	if fsGroup := podFSGroup(pod); fsGroup != nil && !pathExists(dir) {
+		defer func() {
+			if err == nil {
+				err = ownership.Set(dir, fsGroup, nil, false)
+			}
+		}()
+	}
 	switch medium := vol.EmptyDir.Medium; {
 	case medium == v1.StorageMediumDefault:
 		return makeEmptyDir(dir)

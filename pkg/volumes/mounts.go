@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/criconfig"
 )
 
 // MountsFor translates the container's volumeMounts into CRI mounts. The
-// pod's volumes must have been set up by SetUpPod.
-func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+// pod's volumes must have been set up by SetUpPod. env is the container's
+// environment, for subPathExpr.
+func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
 	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		volumes[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -26,7 +30,7 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, 
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
-		mount, err := m.mountFor(pod, c, vm, vol)
+		mount, err := m.mountFor(pod, c, vm, vol, env)
 		if err != nil {
 			return nil, err
 		}
@@ -36,16 +40,19 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, 
 }
 
 // mountFor builds the CRI mount of one volumeMount.
-func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, vm *v1.VolumeMount, vol *v1.Volume) (*runtimeapi.Mount, error) {
-	hostPath, relabel, err := m.volumePath(pod, vol)
+func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, vm *v1.VolumeMount, vol *v1.Volume, env map[string]string) (*runtimeapi.Mount, error) {
+	hostPath, attrs, err := m.volumePath(pod, vol)
 	if err != nil {
 		return nil, err
 	}
+	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
-		return nil, fmt.Errorf("volume %q: subPathExpr is not supported yet", vm.Name)
+		if subPath, err = expandSubPathExpr(vm.SubPathExpr, env); err != nil {
+			return nil, fmt.Errorf("volume %q: unable to expand subPathExpr %q: %w", vm.Name, vm.SubPathExpr, err)
+		}
 	}
-	if vm.SubPath != "" {
-		if hostPath, err = prepareSubPath(hostPath, vm.SubPath, vm.Name, c.Name); err != nil {
+	if subPath != "" {
+		if hostPath, err = prepareSubPath(hostPath, subPath, vm.Name, c.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -60,30 +67,64 @@ func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, vm *v1.VolumeMount, vol
 	return &runtimeapi.Mount{
 		ContainerPath:     absoluteContainerPath(vm.MountPath),
 		HostPath:          hostPath,
-		Readonly:          vm.ReadOnly,
-		SelinuxRelabel:    relabel,
+		Readonly:          vm.ReadOnly || attrs.readOnly,
+		SelinuxRelabel:    attrs.relabel,
 		Propagation:       propagation,
 		RecursiveReadOnly: rro,
 	}, nil
 }
 
-// volumePath returns where the volume lives on the host and whether the
-// runtime should relabel it for SELinux. Only volumes the kubelet creates
-// (emptyDir) are relabeled; relabeling a hostPath would change the labels
-// of host files.
-func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, bool, error) {
+// volumeAttrs say how a volume must be mounted whatever the volumeMount asks.
+type volumeAttrs struct {
+	// readOnly: always read-only (files projected from API objects, read-only claims).
+	readOnly bool
+	// relabel: the runtime should relabel it for SELinux. Only volumes the kubelet creates
+	// are relabeled; relabeling a hostPath would change the labels of host files.
+	relabel bool
+}
+
+// volumePath returns where the volume lives on the host and how it must be mounted.
+func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, volumeAttrs, error) {
+	var dir string
+	attrs := volumeAttrs{relabel: m.selinuxEnabled}
 	switch {
 	case vol.EmptyDir != nil:
-		dir := m.emptyDirPath(pod.UID, vol.Name)
-		if _, err := os.Stat(dir); err != nil {
-			return "", false, fmt.Errorf("volume %q: emptyDir is not set up: %w", vol.Name, err)
-		}
-		return dir, m.selinuxEnabled, nil
+		dir = m.emptyDirPath(pod.UID, vol.Name)
+	case isProjection(vol):
+		dir, attrs.readOnly = m.projectionPath(pod.UID, vol), true
 	case vol.HostPath != nil:
-		return vol.HostPath.Path, false, nil
+		return vol.HostPath.Path, volumeAttrs{}, nil
+	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
+		cm, ok := m.claims.get(pod.UID, vol.Name)
+		if !ok {
+			return "", volumeAttrs{}, fmt.Errorf("volume %q: claim is not mounted", vol.Name)
+		}
+		return cm.path, volumeAttrs{readOnly: cm.readOnly, relabel: cm.relabel && m.selinuxEnabled}, nil
 	default:
-		return "", false, unsupportedVolumeError(vol)
+		return "", volumeAttrs{}, fmt.Errorf("volume %q: %w", vol.Name, unsupportedVolumeError(vol))
 	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", volumeAttrs{}, fmt.Errorf("volume %q is not set up: %w", vol.Name, err)
+	}
+	return dir, attrs, nil
+}
+
+// expandSubPathExpr expands $(VAR) references in a subPathExpr from the container's
+// environment; as upstream, a reference to a variable that is unset or empty is an error.
+func expandSubPathExpr(expr string, env map[string]string) (string, error) {
+	var missing []string
+	expanded := criconfig.Expand(expr, func(name string) string {
+		v := env[name]
+		if v == "" && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
+	}
+	return expanded, nil
 }
 
 // absoluteContainerPath makes a relative mountPath absolute, as upstream does.

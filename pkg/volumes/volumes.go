@@ -1,13 +1,21 @@
 // Package volumes prepares a pod's volumes on the host and tells the runtime
 // manager how to mount them into containers.
 //
-// This first cut supports emptyDir (on disk, or on tmpfs for medium Memory)
-// and hostPath volumes, laid out on disk as the kubelet lays them out:
-// <rootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>. Other volume
-// types are refused with a clear error.
+// It supports emptyDir (on disk, or on tmpfs for medium Memory), hostPath,
+// and, with an API server, configMap, secret, downwardAPI, projected
+// (including service-account tokens) and persistentVolumeClaim / ephemeral
+// volumes bound to local or hostPath persistent volumes, laid out on disk as
+// the kubelet lays them out: <rootDir>/pods/<uid>/volumes/kubernetes.io~<plugin>/<name>.
+// Other volume types fail to mount with an error that names the type.
+//
+// The pod worker is the reconciler: every sync of a pod sets its volumes up
+// (idempotently: what is mounted stays, changed API objects are written
+// anew), its containers start only once all are ready, and a pod that is gone
+// has its volumes torn down before its API object may be deleted.
 package volumes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -41,15 +49,21 @@ type Manager struct {
 	// recursively read-only. containerd 1.6 cannot; a later change can
 	// learn it from the runtime's status.
 	runtimeSupportsRRO bool
+	// api serves the volume types backed by API objects (SetAPI).
+	api API
+	// claims are where the pods' claims are mounted, for MountsFor.
+	claims claimMounts
 }
 
 // NewManager returns a Manager for the kubelet root dir rootDir.
 func NewManager(rootDir string) *Manager {
-	return &Manager{
+	m := &Manager{
 		rootDir:        rootDir,
 		mountInfoPath:  selfMountInfo,
 		selinuxEnabled: selinuxEnabled(),
 	}
+	m.SetAPI(API{})
+	return m
 }
 
 // PodDir is the directory holding everything the kubelet keeps for a pod.
@@ -69,11 +83,12 @@ func (m *Manager) emptyDirPath(uid types.UID, volumeName string) string {
 	return filepath.Join(m.podVolumesDir(uid), emptyDirPluginDir, volumeName)
 }
 
-// SetUpPod creates the pod's directory and prepares each of its volumes:
+// SetUpPod creates the pod's directory and makes each of its volumes ready:
 // emptyDirs are created (and tmpfs-mounted for medium Memory), hostPaths are
-// checked against their type (and created for the *OrCreate types). It
-// reports every volume that failed, not just the first.
-func (m *Manager) SetUpPod(pod *v1.Pod) error {
+// checked against their type (and created for the *OrCreate types), API
+// objects are projected into files, claims are mounted. It reports every
+// volume that failed, each as a *MountError, not just the first.
+func (m *Manager) SetUpPod(ctx context.Context, pod *v1.Pod) error {
 	if err := validateUID(pod.UID); err != nil {
 		return err
 	}
@@ -82,27 +97,55 @@ func (m *Manager) SetUpPod(pod *v1.Pod) error {
 	}
 	var errs []error
 	for i := range pod.Spec.Volumes {
-		if err := m.setUpVolume(pod, &pod.Spec.Volumes[i]); err != nil {
-			errs = append(errs, err)
+		vol := &pod.Spec.Volumes[i]
+		if err := m.setUpVolume(ctx, pod, vol); err != nil {
+			errs = append(errs, &MountError{Volume: vol.Name, Err: err})
 		}
 	}
 	return utilerrors.NewAggregate(errs)
 }
 
-func (m *Manager) setUpVolume(pod *v1.Pod, vol *v1.Volume) error {
-	var err error
+// MountError is one volume's failure to mount, worded as upstream's FailedMount event.
+type MountError struct {
+	Volume string
+	Err    error
+}
+
+func (e *MountError) Error() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+}
+
+func (e *MountError) Unwrap() error { return e.Err }
+
+// MountErrors lists the volumes SetUpPod's error says failed to mount.
+func MountErrors(err error) []*MountError {
+	var agg utilerrors.Aggregate
+	if !errors.As(err, &agg) {
+		return nil
+	}
+	var out []*MountError
+	for _, e := range agg.Errors() {
+		var me *MountError
+		if errors.As(e, &me) {
+			out = append(out, me)
+		}
+	}
+	return out
+}
+
+func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
 	switch {
 	case vol.EmptyDir != nil:
-		err = m.setUpEmptyDir(pod, vol)
+		return m.setUpEmptyDir(pod, vol)
 	case vol.HostPath != nil:
-		err = setUpHostPath(vol.HostPath)
+		return setUpHostPath(vol.HostPath)
+	case isProjection(vol):
+		return m.setUpProjection(ctx, pod, vol)
+	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
+		return m.setUpClaim(ctx, pod, vol)
 	default:
 		return unsupportedVolumeError(vol)
 	}
-	if err != nil {
-		return fmt.Errorf("volume %q: %w", vol.Name, err)
-	}
-	return nil
 }
 
 // CleanupPod unmounts whatever is mounted under the pod's directory (tmpfs
@@ -113,6 +156,7 @@ func (m *Manager) CleanupPod(uid types.UID) error {
 	if err := validateUID(uid); err != nil {
 		return err
 	}
+	m.forgetPod(uid)
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -168,15 +212,19 @@ func mkdirAll(dir string) error {
 func unsupportedVolumeError(vol *v1.Volume) error {
 	typ := volumeTypeName(&vol.VolumeSource)
 	if typ == "" {
-		return fmt.Errorf("volume %q: no volume source is set", vol.Name)
+		return errors.New("no volume source is set")
 	}
 	klog.V(4).InfoS("Unsupported volume type", "volume", vol.Name, "type", typ)
-	return fmt.Errorf("volume %q: type %s is not supported yet", vol.Name, typ)
+	return fmt.Errorf("volume type %s is not supported by nodelet yet", typ)
 }
 
 // volumeTypeName returns the JSON name of the source's set field. Using
 // reflection keeps the list of volume types in one place: the API type.
-func volumeTypeName(src *v1.VolumeSource) string {
+func volumeTypeName(src *v1.VolumeSource) string { return setFieldName(src) }
+
+// setFieldName is the JSON name of the first non-nil pointer field of the struct src
+// points to: the type of a volume source.
+func setFieldName(src any) string {
 	v := reflect.ValueOf(src).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		if f := v.Field(i); f.Kind() == reflect.Pointer && !f.IsNil() {

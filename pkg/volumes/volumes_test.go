@@ -1,6 +1,9 @@
 package volumes
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+var ctx = context.Background()
 
 func newTestManager(t *testing.T) *Manager {
 	t.Helper()
@@ -60,7 +65,7 @@ func TestPodDirLayout(t *testing.T) {
 func TestSetUpPodCreatesEmptyDir(t *testing.T) {
 	m := newTestManager(t)
 	pod := newPod("uid-1", emptyDirVolume("cache", ""))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 
 	dir := filepath.Join(m.PodDir("uid-1"), "volumes", "kubernetes.io~empty-dir", "cache")
 	if got := perm(t, dir); got != 0o777 {
@@ -74,7 +79,7 @@ func TestSetUpPodCreatesEmptyDir(t *testing.T) {
 	// Set-up is idempotent and keeps the volume's content.
 	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
 	must(t, os.Chmod(dir, 0o700))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 	if _, err := os.Stat(filepath.Join(dir, "f")); err != nil {
 		t.Errorf("second SetUpPod lost the content: %v", err)
 	}
@@ -85,7 +90,7 @@ func TestSetUpPodCreatesEmptyDir(t *testing.T) {
 
 func TestSetUpPodWithoutVolumesCreatesPodDir(t *testing.T) {
 	m := newTestManager(t)
-	must(t, m.SetUpPod(newPod("uid-1")))
+	must(t, m.SetUpPod(ctx, newPod("uid-1")))
 	if got := perm(t, m.PodDir("uid-1")); got != 0o750 {
 		t.Errorf("pod dir mode = %o, want 750", got)
 	}
@@ -94,7 +99,7 @@ func TestSetUpPodWithoutVolumesCreatesPodDir(t *testing.T) {
 func TestSetUpPodRejectsInvalidUID(t *testing.T) {
 	m := newTestManager(t)
 	for _, uid := range []types.UID{"", ".", "..", "a/b"} {
-		if err := m.SetUpPod(newPod(uid)); err == nil {
+		if err := m.SetUpPod(ctx, newPod(uid)); err == nil {
 			t.Errorf("SetUpPod with UID %q succeeded", uid)
 		}
 		if err := m.CleanupPod(uid); err == nil {
@@ -115,12 +120,12 @@ func TestSetUpPodEmptyDirMedia(t *testing.T) {
 		medium  v1.StorageMedium
 		wantErr string
 	}{
-		{"HugePages", `volume "v": emptyDir medium HugePages is not supported yet`},
-		{"HugePages-2Mi", `volume "v": emptyDir medium HugePages-2Mi is not supported yet`},
-		{"Floppy", `volume "v": unknown storage medium "Floppy"`},
+		{"HugePages", `MountVolume.SetUp failed for volume "v" : emptyDir medium HugePages is not supported yet`},
+		{"HugePages-2Mi", `MountVolume.SetUp failed for volume "v" : emptyDir medium HugePages-2Mi is not supported yet`},
+		{"Floppy", `MountVolume.SetUp failed for volume "v" : unknown storage medium "Floppy"`},
 	}
 	for _, tt := range tests {
-		err := m.SetUpPod(newPod("uid-1", emptyDirVolume("v", tt.medium)))
+		err := m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("v", tt.medium)))
 		if err == nil || err.Error() != tt.wantErr {
 			t.Errorf("medium %s: error = %v, want %q", tt.medium, err, tt.wantErr)
 		}
@@ -132,7 +137,7 @@ func TestSetUpPodMemoryEmptyDirNeedsRoot(t *testing.T) {
 		t.Skip("running as root; TestMemoryEmptyDirTmpfs covers this case")
 	}
 	m := newTestManager(t)
-	err := m.SetUpPod(newPod("uid-1", emptyDirVolume("mem", v1.StorageMediumMemory)))
+	err := m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("mem", v1.StorageMediumMemory)))
 	if err == nil || !strings.Contains(err.Error(), "needs root") {
 		t.Fatalf("error = %v, want a needs-root error", err)
 	}
@@ -152,8 +157,8 @@ func TestMemoryEmptyDirTmpfs(t *testing.T) {
 		for unix.Unmount(dir, unix.MNT_DETACH) == nil {
 		}
 	})
-	must(t, m.SetUpPod(pod))
-	must(t, m.SetUpPod(pod)) // idempotent: must not stack a second tmpfs
+	must(t, m.SetUpPod(ctx, pod))
+	must(t, m.SetUpPod(ctx, pod)) // idempotent: must not stack a second tmpfs
 
 	mounts, err := readMountInfo(selfMountInfo)
 	must(t, err)
@@ -243,30 +248,33 @@ func TestTmpfsSize(t *testing.T) {
 
 func TestUnsupportedVolumeTypes(t *testing.T) {
 	vols := []v1.Volume{
-		{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}},
-		{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
-		{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
-		{Name: "d", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}},
-		{Name: "pvc", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}},
+		{Name: "csi", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}},
+		{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "x"}}},
+		{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x"}}},
 		{Name: "none"},
 	}
 	want := []string{
-		`volume "s": type secret is not supported yet`,
-		`volume "c": type configMap is not supported yet`,
-		`volume "p": type projected is not supported yet`,
-		`volume "d": type downwardAPI is not supported yet`,
-		`volume "pvc": type persistentVolumeClaim is not supported yet`,
+		`volume "csi": volume type csi is not supported by nodelet yet`,
+		`volume "nfs": volume type nfs is not supported by nodelet yet`,
+		`volume "img": volume type image is not supported by nodelet yet`,
 		`volume "none": no volume source is set`,
 	}
 	m := newTestManager(t)
 	pod := newPod("uid-1", append([]v1.Volume{emptyDirVolume("ok", "")}, vols...)...)
-	err := m.SetUpPod(pod)
+	err := m.SetUpPod(ctx, pod)
 	if err == nil {
 		t.Fatal("SetUpPod succeeded with unsupported volumes")
 	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("SetUpPod error %q does not mention %q", err, w)
+	failed := MountErrors(err)
+	if len(failed) != len(vols) {
+		t.Fatalf("%d mount errors, want %d: %v", len(failed), len(vols), err)
+	}
+	for i, me := range failed {
+		if me.Volume != vols[i].Name || !strings.HasSuffix(want[i], me.Err.Error()) {
+			t.Errorf("mount error %d = %v, want volume %s and %q", i, me, vols[i].Name, want[i])
+		}
+		if !strings.HasPrefix(me.Error(), fmt.Sprintf("MountVolume.SetUp failed for volume %q : ", vols[i].Name)) {
+			t.Errorf("event text %q is not upstream's", me.Error())
 		}
 	}
 	// The supported volume was still set up.
@@ -275,9 +283,34 @@ func TestUnsupportedVolumeTypes(t *testing.T) {
 	}
 	for i, v := range vols {
 		c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: v.Name, MountPath: "/x"}}}
-		if _, err := m.MountsFor(pod, c); err == nil || err.Error() != want[i] {
+		if _, err := m.MountsFor(pod, c, nil); err == nil || err.Error() != want[i] {
 			t.Errorf("MountsFor(%s) error = %v, want %q", v.Name, err, want[i])
 		}
+	}
+}
+
+func TestAPIVolumesStandalone(t *testing.T) {
+	// Without an API server, volumes made of API objects fail to mount with a reason;
+	// the downward API needs none.
+	m := newTestManager(t)
+	pod := newPod("uid-1",
+		v1.Volume{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "x"}}}},
+		v1.Volume{Name: "pvc", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}},
+		v1.Volume{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+	)
+	failed := MountErrors(m.SetUpPod(ctx, pod))
+	if len(failed) != 2 || failed[0].Volume != "cm" || failed[1].Volume != "pvc" {
+		t.Fatalf("mount errors %v, want cm and pvc", failed)
+	}
+	for _, me := range failed {
+		if !errors.Is(me, errNoAPI) {
+			t.Errorf("%v does not say there is no API server", me)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(m.projectionPath("uid-1", &pod.Spec.Volumes[2]), "name"))
+	if err != nil || string(got) != "web" {
+		t.Errorf("downward API file = %q, %v; want web", got, err)
 	}
 }
 
@@ -301,7 +334,7 @@ func TestMountsFor(t *testing.T) {
 	m := newTestManager(t)
 	hostDir := t.TempDir()
 	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("logs", hostDir))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 	cacheDir := m.emptyDirPath("uid-1", "cache")
 
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
@@ -311,7 +344,7 @@ func TestMountsFor(t *testing.T) {
 		{Name: "cache", MountPath: "/b", MountPropagation: ptr.To(v1.MountPropagationBidirectional)},
 		{Name: "cache", MountPath: "/n", MountPropagation: ptr.To(v1.MountPropagationNone)},
 	}}
-	got, err := m.MountsFor(pod, c)
+	got, err := m.MountsFor(pod, c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +374,7 @@ func TestMountsFor(t *testing.T) {
 
 func TestMountsForNoVolumeMounts(t *testing.T) {
 	m := newTestManager(t)
-	got, err := m.MountsFor(newPod("uid-1"), &v1.Container{Name: "app"})
+	got, err := m.MountsFor(newPod("uid-1"), &v1.Container{Name: "app"}, nil)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("MountsFor = %v, %v; want no mounts", got, err)
 	}
@@ -351,10 +384,10 @@ func TestMountsForSELinuxRelabelsOnlyEmptyDir(t *testing.T) {
 	m := newTestManager(t)
 	m.selinuxEnabled = true
 	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("host", t.TempDir()))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 	got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
 		{Name: "cache", MountPath: "/cache"}, {Name: "host", MountPath: "/host"},
-	}})
+	}}, nil)
 	must(t, err)
 	if !got[0].SelinuxRelabel || got[1].SelinuxRelabel {
 		t.Errorf("relabel = %v/%v, want emptyDir only", got[0].SelinuxRelabel, got[1].SelinuxRelabel)
@@ -364,15 +397,16 @@ func TestMountsForSELinuxRelabelsOnlyEmptyDir(t *testing.T) {
 func TestMountsForErrors(t *testing.T) {
 	m := newTestManager(t)
 	pod := newPod("uid-1", emptyDirVolume("cache", ""), emptyDirVolume("never-set-up", ""))
-	must(t, m.SetUpPod(newPod("uid-1", emptyDirVolume("cache", ""))))
+	must(t, m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("cache", ""))))
 	tests := []struct {
 		name    string
 		mount   v1.VolumeMount
 		wantErr string
 	}{
 		{"missing volume", v1.VolumeMount{Name: "nope", MountPath: "/x"}, `cannot find volume "nope" to mount into container "app"`},
-		{"emptyDir not set up", v1.VolumeMount{Name: "never-set-up", MountPath: "/x"}, `volume "never-set-up": emptyDir is not set up`},
-		{"subPathExpr", v1.VolumeMount{Name: "cache", MountPath: "/x", SubPathExpr: "$(POD_NAME)"}, `volume "cache": subPathExpr is not supported yet`},
+		{"emptyDir not set up", v1.VolumeMount{Name: "never-set-up", MountPath: "/x"}, `volume "never-set-up" is not set up`},
+		{"subPathExpr without its variable", v1.VolumeMount{Name: "cache", MountPath: "/x", SubPathExpr: "$(POD_NAME)/$(B)/$(A)"},
+			`volume "cache": unable to expand subPathExpr "$(POD_NAME)/$(B)/$(A)": missing value for A, B, POD_NAME`},
 		{"invalid propagation", v1.VolumeMount{Name: "cache", MountPath: "/x", MountPropagation: ptr.To(v1.MountPropagationMode("Sideways"))},
 			`invalid MountPropagation mode: "Sideways"`},
 		{"rro needs readOnly", v1.VolumeMount{Name: "cache", MountPath: "/x", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)},
@@ -387,7 +421,7 @@ func TestMountsForErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{tt.mount}})
+			_, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{tt.mount}}, nil)
 			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
 				t.Fatalf("error = %v, want %q", err, tt.wantErr)
 			}
@@ -421,7 +455,7 @@ func TestSubPath(t *testing.T) {
 	hostDir := t.TempDir()
 	must(t, os.Chmod(hostDir, 0o751))
 	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("host", hostDir))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 	cache := m.emptyDirPath("uid-1", "cache")
 	must(t, os.WriteFile(filepath.Join(cache, "config.yaml"), nil, 0o644))
 	must(t, os.Mkdir(filepath.Join(cache, "real"), 0o755))
@@ -431,7 +465,7 @@ func TestSubPath(t *testing.T) {
 	must(t, os.Symlink("/nonexistent-target", filepath.Join(cache, "dangling")))
 
 	mountsFor := func(vm v1.VolumeMount) (string, error) {
-		got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{vm}})
+		got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{vm}}, nil)
 		if err != nil {
 			return "", err
 		}
@@ -502,9 +536,9 @@ func TestSubPath(t *testing.T) {
 func TestCleanupPod(t *testing.T) {
 	m := newTestManager(t)
 	pod := newPod("uid-1", emptyDirVolume("cache", ""))
-	must(t, m.SetUpPod(pod))
+	must(t, m.SetUpPod(ctx, pod))
 	must(t, os.WriteFile(filepath.Join(m.emptyDirPath("uid-1", "cache"), "data"), []byte("x"), 0o644))
-	must(t, m.SetUpPod(newPod("uid-2")))
+	must(t, m.SetUpPod(ctx, newPod("uid-2")))
 
 	must(t, m.CleanupPod("uid-1"))
 	if _, err := os.Stat(m.PodDir("uid-1")); !os.IsNotExist(err) {
@@ -518,7 +552,7 @@ func TestCleanupPod(t *testing.T) {
 
 func TestCleanupPodRefusesWhileMounted(t *testing.T) {
 	m := newTestManager(t)
-	must(t, m.SetUpPod(newPod("uid-1", emptyDirVolume("cache", ""))))
+	must(t, m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("cache", ""))))
 	dir, err := filepath.EvalSymlinks(m.emptyDirPath("uid-1", "cache"))
 	must(t, err)
 	// A mount table claiming a mount that cannot be unmounted (the path is
@@ -544,8 +578,8 @@ func TestPodDirs(t *testing.T) {
 	if err != nil || len(uids) != 0 {
 		t.Fatalf("PodDirs before any pod = %v, %v", uids, err)
 	}
-	must(t, m.SetUpPod(newPod("uid-b")))
-	must(t, m.SetUpPod(newPod("uid-a")))
+	must(t, m.SetUpPod(ctx, newPod("uid-b")))
+	must(t, m.SetUpPod(ctx, newPod("uid-a")))
 	must(t, os.WriteFile(filepath.Join(m.rootDir, "pods", "stray-file"), nil, 0o644))
 	uids, err = m.PodDirs()
 	must(t, err)
