@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
 	"golang.org/x/sys/unix"
@@ -35,7 +36,7 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, vol *v1.Volume) (err error) {
 	case medium == v1.StorageMediumMemory:
 		return m.setUpTmpfs(dir, tmpfsSize(pod, vol.EmptyDir))
 	case strings.HasPrefix(string(medium), string(v1.StorageMediumHugePages)):
-		return fmt.Errorf("emptyDir medium %s is not supported yet", medium)
+		return m.setUpHugePages(pod, dir, medium)
 	default:
 		return fmt.Errorf("unknown storage medium %q", medium)
 	}
@@ -162,4 +163,57 @@ func memoryLimit(c *v1.Container) (int64, bool) {
 func overheadMemory(pod *v1.Pod) int64 {
 	q := pod.Spec.Overhead[v1.ResourceMemory]
 	return q.Value()
+}
+
+// setUpHugePages mounts a hugetlbfs on dir with the page size of the medium
+// ("HugePages-2Mi") or, for plain "HugePages", of the one huge page size the
+// pod's containers request, unless it is mounted already.
+func (m *Manager) setUpHugePages(pod *v1.Pod, dir string, medium v1.StorageMedium) error {
+	size, err := hugePageSize(pod, medium)
+	if err != nil {
+		return err
+	}
+	if err := makeEmptyDir(dir); err != nil {
+		return err
+	}
+	mounted, err := m.isMountPoint(dir)
+	if err != nil || mounted {
+		return err
+	}
+	options := "pagesize=" + size.String()
+	klog.V(3).InfoS("Mounting hugetlbfs for emptyDir", "path", dir, "options", options)
+	if err := unix.Mount("nodev", dir, "hugetlbfs", 0, options); err != nil {
+		return fmt.Errorf("mounting hugetlbfs (%s) on %s: %w", options, dir, err)
+	}
+	return nil
+}
+
+// hugePageSize is the page size of a huge pages emptyDir, as upstream picks it.
+func hugePageSize(pod *v1.Pod, medium v1.StorageMedium) (resource.Quantity, error) {
+	if sz, ok := strings.CutPrefix(string(medium), string(v1.StorageMediumHugePages)+"-"); ok {
+		q, err := resource.ParseQuantity(sz)
+		if err != nil {
+			return q, fmt.Errorf("invalid huge page size in medium %s: %w", medium, err)
+		}
+		return q, nil
+	}
+	sizes := map[string]resource.Quantity{}
+	for _, c := range append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for name := range c.Resources.Requests {
+			if sz, ok := strings.CutPrefix(string(name), v1.ResourceHugePagesPrefix); ok {
+				q, err := resource.ParseQuantity(sz)
+				if err != nil {
+					return q, fmt.Errorf("invalid huge page resource %s: %w", name, err)
+				}
+				sizes[q.String()] = q
+			}
+		}
+	}
+	if len(sizes) != 1 {
+		return resource.Quantity{}, fmt.Errorf("medium %s needs exactly one huge page size among the containers' requests, found %d", medium, len(sizes))
+	}
+	for _, q := range sizes {
+		return q, nil
+	}
+	panic("unreachable")
 }

@@ -120,8 +120,8 @@ func TestSetUpPodEmptyDirMedia(t *testing.T) {
 		medium  v1.StorageMedium
 		wantErr string
 	}{
-		{"HugePages", `MountVolume.SetUp failed for volume "v" : emptyDir medium HugePages is not supported yet`},
-		{"HugePages-2Mi", `MountVolume.SetUp failed for volume "v" : emptyDir medium HugePages-2Mi is not supported yet`},
+		{"HugePages", `MountVolume.SetUp failed for volume "v" : medium HugePages needs exactly one huge page size among the containers' requests, found 0`},
+		{"HugePages-x", `MountVolume.SetUp failed for volume "v" : invalid huge page size in medium HugePages-x: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`},
 		{"Floppy", `MountVolume.SetUp failed for volume "v" : unknown storage medium "Floppy"`},
 	}
 	for _, tt := range tests {
@@ -129,6 +129,21 @@ func TestSetUpPodEmptyDirMedia(t *testing.T) {
 		if err == nil || err.Error() != tt.wantErr {
 			t.Errorf("medium %s: error = %v, want %q", tt.medium, err, tt.wantErr)
 		}
+	}
+}
+
+func TestHugePageSize(t *testing.T) {
+	pod := newPod("uid-1")
+	pod.Spec.Containers = []v1.Container{{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{"hugepages-2Mi": resource.MustParse("4Mi")}}}}
+	for medium, want := range map[v1.StorageMedium]string{"HugePages": "2Mi", "HugePages-1Gi": "1Gi"} {
+		got, err := hugePageSize(pod, medium)
+		if err != nil || got.String() != want {
+			t.Errorf("%s: %v, %v; want %s", medium, got.String(), err, want)
+		}
+	}
+	pod.Spec.InitContainers = []v1.Container{{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{"hugepages-1Gi": resource.MustParse("1Gi")}}}}
+	if _, err := hugePageSize(pod, "HugePages"); err == nil {
+		t.Error("two page sizes accepted for medium HugePages")
 	}
 }
 
