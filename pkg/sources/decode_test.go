@@ -88,22 +88,6 @@ func TestDecodeAppliesAPIDefaults(t *testing.T) {
 	}
 }
 
-func TestDefaultPullPolicy(t *testing.T) {
-	cases := map[string]v1.PullPolicy{
-		"busybox":                         v1.PullAlways,
-		"busybox:latest":                  v1.PullAlways,
-		"busybox:1.36":                    v1.PullIfNotPresent,
-		"registry:5000/busybox":           v1.PullAlways,
-		"registry:5000/busybox:1.0":       v1.PullIfNotPresent,
-		"busybox@sha256:0123456789abcdef": v1.PullIfNotPresent,
-	}
-	for image, want := range cases {
-		if got := defaultPullPolicy(image); got != want {
-			t.Errorf("%s: %s, want %s", image, got, want)
-		}
-	}
-}
-
 func TestHostNetworkDefaultsHostPort(t *testing.T) {
 	data := strings.Replace(webYAML, "spec:\n", "spec:\n  hostNetwork: true\n", 1)
 	pod := mustDecode(t, data, "/m/web.yaml", "n")
