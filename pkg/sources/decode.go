@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -17,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
+	"k8s.io/utils/dump"
 
 	"github.com/nodelet/nodelet/pkg/podvalidation"
+	"github.com/nodelet/nodelet/pkg/sources/internal/core"
 )
 
 // podDecoder decodes v1 Pods and PodLists only. It is lenient like upstream's decoder:
@@ -47,6 +47,9 @@ func decodeSinglePod(data []byte, defaulter staticPodDefaulter) (parsed bool, po
 	if !ok {
 		return false, nil, fmt.Errorf("invalid pod: %s", notKind(obj, "Pod"))
 	}
+	// Upstream decodes to its internal pod, which keeps no kind or apiVersion (the items
+	// of a PodList keep theirs); both enter the UID.
+	pod.TypeMeta = metav1.TypeMeta{}
 	if err := prepareStaticPod(pod, defaulter); err != nil {
 		return true, nil, err
 	}
@@ -74,12 +77,14 @@ func decodePodList(data []byte, defaulter staticPodDefaulter) (parsed bool, pods
 	return true, pods, nil
 }
 
-// decodeObject reads YAML or JSON (JSON is YAML) into a v1 object. An object of a kind
+// decodeObject reads YAML or JSON into a v1 object. JSON is read as it is, not through
+// YAML: "1e3" or "0.50" would come back from YAML as other numbers, and other quantities
+// in the UID. An object of a kind
 // the decoder does not know ("kind: Deployment" is a common mistake) comes back as its
 // type alone, so that the caller can say which kind it got rather than the decoder's
 // "no kind is registered"; a Pod or PodList of an unknown version stays an error.
 func decodeObject(data []byte) (runtime.Object, error) {
-	js, err := yaml.YAMLToJSON(data)
+	js, err := utilyaml.ToJSON(data)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +165,11 @@ func generatePodName(name string, nodeName types.NodeName) string {
 // path or the URL. When the manifest sets no UID, the UID is a hash of the decoded,
 // API-defaulted pod plus the node name and the file path (or the URL): an unchanged
 // manifest keeps its UID across restarts, while any change to its content gives the pod
-// a new UID, so the kubelet replaces the old pod with a new one.
+// a new UID, so the kubelet replaces the old pod with a new one. The UID is upstream's
+// to the byte, so that either kubelet adopts the other's static pods.
 func applyDefaults(pod *v1.Pod, source string, isFile bool, nodeName types.NodeName) error {
 	if pod.UID == "" {
-		uid, err := staticPodUID(pod, source, isFile, nodeName)
-		if err != nil {
-			return err
-		}
-		pod.UID = uid
+		pod.UID = staticPodUID(pod, source, isFile, nodeName)
 		klog.V(5).InfoS("Generated UID", "pod", klog.KObj(pod), "podUID", pod.UID, "source", source)
 	}
 	pod.Name = generatePodName(pod.Name, nodeName)
@@ -188,24 +190,20 @@ func applyDefaults(pod *v1.Pod, source string, isFile bool, nodeName types.NodeN
 	return nil
 }
 
-// staticPodUID hashes the pod with FNV-128a as upstream does. Upstream hashes a dump of
-// its internal pod type, which nodelet cannot reproduce; nodelet hashes the JSON of the
-// v1 pod instead (map keys sorted, so stable). The UID therefore has the same properties
-// as upstream's but not the same value.
-func staticPodUID(pod *v1.Pod, source string, isFile bool, nodeName types.NodeName) (types.UID, error) {
-	data, err := json.Marshal(pod)
-	if err != nil {
-		return "", fmt.Errorf("hashing pod: %w", err)
-	}
+// staticPodUID is upstream's: FNV-128a over a dump (k8s.io/utils/dump.ForHash, spew
+// printing every field with its type) of the pod as upstream's internal API type, then
+// over "host:<node>file:<path>" or "url:<url>". core mirrors the internal types, so the
+// dump names them as upstream's does.
+func staticPodUID(pod *v1.Pod, source string, isFile bool, nodeName types.NodeName) types.UID {
 	hasher := fnv.New128a()
-	hasher.Write(data)
+	fmt.Fprintf(hasher, "%v", dump.ForHash(core.FromV1(pod)))
 	if isFile {
 		fmt.Fprintf(hasher, "host:%s", nodeName)
 		fmt.Fprintf(hasher, "file:%s", source)
 	} else {
 		fmt.Fprintf(hasher, "url:%s", source)
 	}
-	return types.UID(hex.EncodeToString(hasher.Sum(nil))), nil
+	return types.UID(hex.EncodeToString(hasher.Sum(nil)))
 }
 
 // addOrUpdateToleration adds t, or replaces a toleration with the same key, operator,
