@@ -72,10 +72,13 @@ func StartSourceFile(ctx context.Context, path string, nodeName types.NodeName, 
 }
 
 type sourceFile struct {
-	path     string
-	nodeName types.NodeName
-	period   time.Duration
-	updates  chan<- interface{}
+	path string
+	// givenPath is path as configured, less trailing slashes: upstream hashes a single
+	// manifest file's path into its pods' UIDs as such, not cleaned.
+	givenPath string
+	nodeName  types.NodeName
+	period    time.Duration
+	updates   chan<- interface{}
 
 	// manifests holds the pod read from each good manifest file, by file path.
 	manifests map[string]*v1.Pod
@@ -113,6 +116,7 @@ type sourceFile struct {
 func newSourceFile(path string, nodeName types.NodeName, period time.Duration, updates chan<- interface{}) *sourceFile {
 	return &sourceFile{
 		path:        filepath.Clean(path),
+		givenPath:   strings.TrimRight(path, string(filepath.Separator)),
 		nodeName:    nodeName,
 		period:      positiveOr(period, defaultCheckPeriod),
 		updates:     updates,
@@ -376,7 +380,11 @@ func (s *sourceFile) loadManifest(path string) *manifestFile {
 		mf.err = boundError(err)
 		return mf
 	}
-	defaulter := func(pod *v1.Pod) error { return applyDefaults(pod, path, true, s.nodeName) }
+	source := path // a directory's entries: upstream's are joined, so cleaned, too
+	if path == s.path {
+		source = s.givenPath
+	}
+	defaulter := func(pod *v1.Pod) error { return applyDefaults(pod, source, true, s.nodeName) }
 	parsed, pod, err := decodeSinglePod(data, defaulter)
 	switch {
 	case !parsed:
