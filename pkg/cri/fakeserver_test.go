@@ -35,6 +35,10 @@ type fakeCRI struct {
 	events    []*runtimeapi.ContainerEventResponse
 	// eventsErr ends the event stream after the events (nil: a clean end).
 	eventsErr error
+	// eventsHold, when set, keeps the stream open after the events until it is closed.
+	eventsHold chan struct{}
+	// server is the gRPC server startFakeCRI started.
+	server *grpc.Server
 }
 
 func newFakeCRI() *fakeCRI {
@@ -136,6 +140,9 @@ func startFakeCRI(t *testing.T, f *fakeCRI) string {
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, &fakeRuntimeServer{f: f})
 	runtimeapi.RegisterImageServiceServer(srv, &fakeImageServer{f: f})
+	f.mu.Lock()
+	f.server = srv
+	f.mu.Unlock()
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return "unix://" + socket
@@ -249,7 +256,7 @@ func (s *fakeRuntimeServer) RestorePod(_ context.Context, req *runtimeapi.Restor
 // events configured it answers Unimplemented, as containerd 1.6 does.
 func (s *fakeRuntimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
 	s.f.mu.Lock()
-	events, end := s.f.events, s.f.eventsErr
+	events, end, hold := s.f.events, s.f.eventsErr, s.f.eventsHold
 	s.f.mu.Unlock()
 	if events == nil {
 		return status.Error(codes.Unimplemented, "method GetContainerEvents not implemented")
@@ -257,6 +264,12 @@ func (s *fakeRuntimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, s
 	for _, e := range events {
 		if err := stream.Send(e); err != nil {
 			return err
+		}
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-stream.Context().Done():
 		}
 	}
 	return end

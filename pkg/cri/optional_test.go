@@ -186,3 +186,32 @@ func TestGetContainerEventsCancelledReturnsContextError(t *testing.T) {
 		t.Errorf("a cancelled watch was logged: %q", logs.lines)
 	}
 }
+
+// The runtime goes away (containerd restarts) while the stream is open: the call ends at
+// once with an error that is neither the caller's nor "not supported".
+func TestGetContainerEventsRuntimeGoesAway(t *testing.T) {
+	f := newFakeCRI()
+	f.events = []*runtimeapi.ContainerEventResponse{{ContainerId: "c1"}}
+	f.eventsHold = make(chan struct{})
+	rs, _ := newTestClients(t, f)
+	ch := make(chan *runtimeapi.ContainerEventResponse, 10)
+	done := make(chan error, 1)
+	go func() { done <- rs.GetContainerEvents(context.Background(), ch, nil) }()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+	f.mu.Lock()
+	srv := f.server
+	f.mu.Unlock()
+	go srv.Stop()
+	select {
+	case err := <-done:
+		if err == nil || IsNotSupported(err) || errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want the broken stream's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GetContainerEvents still waiting after the runtime went away")
+	}
+}
