@@ -140,7 +140,10 @@ func TestGetContainerEventsUnimplemented(t *testing.T) {
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("got %v, want a wrapped Unimplemented", err)
 	}
-	if !strings.Contains(err.Error(), "does not implement CRI container events") {
+	if !errors.Is(err, ErrNotSupported) || !IsNotSupported(err) {
+		t.Errorf("%v does not wrap ErrNotSupported", err)
+	}
+	if !strings.HasPrefix(err.Error(), "GetContainerEvents: not supported") {
 		t.Errorf("message %q does not say what is missing", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	crierrors "k8s.io/cri-api/pkg/errors"
 	utilexec "k8s.io/utils/exec"
 )
@@ -30,6 +32,27 @@ var ErrCommandTimedOut = errors.New("command timed out")
 
 // ErrInvalidEndpoint is wrapped by every endpoint parsing error.
 var ErrInvalidEndpoint = errors.New("invalid CRI endpoint")
+
+// ErrNotSupported is wrapped by the error of an optional CRI call that the runtime does
+// not implement (it answered gRPC Unimplemented), e.g. RuntimeConfig or
+// GetContainerEvents on containerd 1.6. The gRPC status stays in the chain, so
+// status.Code still reports Unimplemented.
+var ErrNotSupported = errors.New("not supported by the container runtime")
+
+// IsNotSupported reports whether err says the runtime lacks the call: an error from
+// this package wrapping ErrNotSupported, or a bare gRPC Unimplemented.
+func IsNotSupported(err error) bool {
+	return errors.Is(err, ErrNotSupported) || status.Code(err) == codes.Unimplemented
+}
+
+// notSupported words an Unimplemented answer to method; any other error is returned as
+// it is.
+func notSupported(method string, err error) error {
+	if status.Code(err) != codes.Unimplemented {
+		return err
+	}
+	return fmt.Errorf("%s: %w: %w", method, ErrNotSupported, err)
+}
 
 // InvalidResponseError reports an answer from the runtime that breaks the CRI
 // contract, for example a RunPodSandbox reply without a sandbox ID. Err is one

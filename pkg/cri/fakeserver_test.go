@@ -33,6 +33,12 @@ type fakeCRI struct {
 	requests  map[string]any
 	deadlines map[string]time.Duration
 	events    []*runtimeapi.ContainerEventResponse
+	// eventsErr ends the event stream after the events (nil: a clean end).
+	eventsErr error
+	// eventsHold, when set, keeps the stream open after the events until it is closed.
+	eventsHold chan struct{}
+	// server is the gRPC server startFakeCRI started.
+	server *grpc.Server
 }
 
 func newFakeCRI() *fakeCRI {
@@ -134,6 +140,9 @@ func startFakeCRI(t *testing.T, f *fakeCRI) string {
 	)
 	runtimeapi.RegisterRuntimeServiceServer(srv, &fakeRuntimeServer{f: f})
 	runtimeapi.RegisterImageServiceServer(srv, &fakeImageServer{f: f})
+	f.mu.Lock()
+	f.server = srv
+	f.mu.Unlock()
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return "unix://" + socket
@@ -247,7 +256,7 @@ func (s *fakeRuntimeServer) RestorePod(_ context.Context, req *runtimeapi.Restor
 // events configured it answers Unimplemented, as containerd 1.6 does.
 func (s *fakeRuntimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, stream grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
 	s.f.mu.Lock()
-	events := s.f.events
+	events, end, hold := s.f.events, s.f.eventsErr, s.f.eventsHold
 	s.f.mu.Unlock()
 	if events == nil {
 		return status.Error(codes.Unimplemented, "method GetContainerEvents not implemented")
@@ -257,7 +266,25 @@ func (s *fakeRuntimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, s
 			return err
 		}
 	}
-	return nil
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-stream.Context().Done():
+		}
+	}
+	return end
+}
+
+func (s *fakeRuntimeServer) RuntimeConfig(_ context.Context, req *runtimeapi.RuntimeConfigRequest) (*runtimeapi.RuntimeConfigResponse, error) {
+	return reply[*runtimeapi.RuntimeConfigResponse](s.f, "RuntimeConfig", req)
+}
+
+func (s *fakeRuntimeServer) ListMetricDescriptors(_ context.Context, req *runtimeapi.ListMetricDescriptorsRequest) (*runtimeapi.ListMetricDescriptorsResponse, error) {
+	return reply[*runtimeapi.ListMetricDescriptorsResponse](s.f, "ListMetricDescriptors", req)
+}
+
+func (s *fakeRuntimeServer) ListPodSandboxMetrics(_ context.Context, req *runtimeapi.ListPodSandboxMetricsRequest) (*runtimeapi.ListPodSandboxMetricsResponse, error) {
+	return reply[*runtimeapi.ListPodSandboxMetricsResponse](s.f, "ListPodSandboxMetrics", req)
 }
 
 type fakeImageServer struct {

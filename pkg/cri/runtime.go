@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -157,18 +158,30 @@ func (r *remoteRuntimeService) UpdateRuntimeConfig(ctx context.Context, runtimeC
 	return nil
 }
 
-// RuntimeConfig returns the runtime's configuration (e.g. its cgroup driver).
+// RuntimeConfig returns the runtime's configuration (e.g. its cgroup driver). A runtime
+// without the call (containerd 1.6) gets an error wrapping ErrNotSupported, logged at
+// V(2) only: it is an answer, not a failure.
 func (r *remoteRuntimeService) RuntimeConfig(ctx context.Context) (*runtimeapi.RuntimeConfigResponse, error) {
 	r.trace("RuntimeConfig", "timeout", r.timeout)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	resp, err := r.client.RuntimeConfig(ctx, &runtimeapi.RuntimeConfigRequest{})
 	if err != nil {
-		r.logger.Error(err, "RuntimeConfig from runtime service failed")
-		return nil, err
+		return nil, r.optionalCallFailed("RuntimeConfig", err)
 	}
 	r.trace("RuntimeConfig Response", "linuxConfig", resp.GetLinux())
 	return resp, nil
+}
+
+// optionalCallFailed logs and returns the error of a call that older runtimes lack:
+// Unimplemented becomes a quiet ErrNotSupported, anything else is logged as a failure.
+func (r *remoteRuntimeService) optionalCallFailed(method string, err error) error {
+	if err := notSupported(method, err); errors.Is(err, ErrNotSupported) {
+		r.logger.V(2).Info("Container runtime does not implement "+method, "err", err)
+		return err
+	}
+	r.logger.Error(err, method+" from runtime service failed")
+	return err
 }
 
 // withDefaultTimeout bounds ctx by d only when the caller set no deadline of

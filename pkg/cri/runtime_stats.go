@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -78,29 +76,29 @@ func (r *remoteRuntimeService) ListPodSandboxStats(ctx context.Context, filter *
 }
 
 // ListMetricDescriptors returns the descriptors of the metrics that
-// ListPodSandboxMetrics reports.
+// ListPodSandboxMetrics reports; an error wrapping ErrNotSupported when the runtime
+// lacks the call.
 func (r *remoteRuntimeService) ListMetricDescriptors(ctx context.Context) ([]*runtimeapi.MetricDescriptor, error) {
 	r.trace("ListMetricDescriptors", "timeout", r.timeout)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	resp, err := r.client.ListMetricDescriptors(ctx, &runtimeapi.ListMetricDescriptorsRequest{})
 	if err != nil {
-		r.logger.Error(err, "ListMetricDescriptors from runtime service failed")
-		return nil, err
+		return nil, r.optionalCallFailed("ListMetricDescriptors", err)
 	}
 	r.trace("ListMetricDescriptors Response", "descriptors", resp.GetDescriptors())
 	return resp.GetDescriptors(), nil
 }
 
-// ListPodSandboxMetrics returns the runtime's metrics for all sandboxes.
+// ListPodSandboxMetrics returns the runtime's metrics for all sandboxes; an error
+// wrapping ErrNotSupported when the runtime lacks the call.
 func (r *remoteRuntimeService) ListPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodSandboxMetrics, error) {
 	r.trace("ListPodSandboxMetrics", "timeout", r.timeout)
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	resp, err := r.client.ListPodSandboxMetrics(ctx, &runtimeapi.ListPodSandboxMetricsRequest{})
 	if err != nil {
-		r.logger.Error(err, "ListPodSandboxMetrics from runtime service failed")
-		return nil, err
+		return nil, r.optionalCallFailed("ListPodSandboxMetrics", err)
 	}
 	r.trace("ListPodSandboxMetrics Response", "metrics", resp.GetPodMetrics())
 	return resp.GetPodMetrics(), nil
@@ -108,13 +106,19 @@ func (r *remoteRuntimeService) ListPodSandboxMetrics(ctx context.Context) ([]*ru
 
 // GetContainerEvents streams container events into eventsCh until the stream
 // ends, ctx is done, or the runtime fails; it always returns a non-nil error
-// saying which. connected, if set, is called once the stream is open. The
-// stream has no deadline: it is meant to last as long as ctx.
+// saying which: ctx's error once ctx is done, io.EOF (wrapped) when the runtime
+// closed the stream, an error wrapping ErrNotSupported when the runtime has no
+// event stream (containerd 1.6), or the gRPC error. connected, if set, is called
+// once the stream is open. The stream has no deadline: it is meant to last as
+// long as ctx.
+//
+// The end of the stream is logged at V(2) only. Its caller reconnects and owns
+// the reporting: a runtime restart would otherwise log an error per attempt.
 func (r *remoteRuntimeService) GetContainerEvents(ctx context.Context, eventsCh chan *runtimeapi.ContainerEventResponse, connected func(runtimeapi.RuntimeService_GetContainerEventsClient)) error {
+	r.trace("GetContainerEvents")
 	stream, err := r.client.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
-		r.logger.Error(err, "GetContainerEvents failed to get streaming client")
-		return err
+		return r.containerEventsEnded(ctx, "GetContainerEvents failed to get streaming client", err)
 	}
 	if connected != nil {
 		connected(stream)
@@ -122,9 +126,9 @@ func (r *remoteRuntimeService) GetContainerEvents(ctx context.Context, eventsCh 
 	for {
 		event, err := stream.Recv()
 		if err != nil {
-			return r.containerEventsEnded(err)
+			return r.containerEventsEnded(ctx, "Container event stream ended", err)
 		}
-		r.logger.V(4).Info("container event received", "event", event)
+		r.logger.V(4).Info("Container event received", "containerID", event.GetContainerId(), "type", event.GetContainerEventType())
 		select {
 		case eventsCh <- event:
 		case <-ctx.Done():
@@ -133,17 +137,16 @@ func (r *remoteRuntimeService) GetContainerEvents(ctx context.Context, eventsCh 
 	}
 }
 
-// containerEventsEnded logs why the event stream ended. A runtime without
-// event support (containerd 1.6) answers Unimplemented on the first receive;
-// that is made explicit so the caller knows to fall back to relisting.
-func (r *remoteRuntimeService) containerEventsEnded(err error) error {
+// containerEventsEnded words why the event stream ended.
+func (r *remoteRuntimeService) containerEventsEnded(ctx context.Context, msg string, err error) error {
 	switch {
+	case ctx.Err() != nil:
+		return ctx.Err() // the caller stopped watching
 	case errors.Is(err, io.EOF):
-		r.logger.Error(err, "container events stream is closed")
-		return err
-	case status.Code(err) == codes.Unimplemented:
-		err = fmt.Errorf("runtime does not implement CRI container events (GetContainerEvents): %w", err)
+		err = fmt.Errorf("container event stream closed by the runtime: %w", err)
+	default:
+		err = notSupported("GetContainerEvents", err)
 	}
-	r.logger.Error(err, "failed to receive streaming container event")
+	r.logger.V(2).Info(msg, "err", err)
 	return err
 }

@@ -37,6 +37,10 @@ type GenericPLEG struct {
 	// podsToReinspect failed inspection in the last relist and are inspected again in the
 	// next one even if nothing changed.
 	podsToReinspect map[types.UID]*container.Pod
+	// podRelisted is when each pod's last one-pod relist started, since the last full
+	// relist: a request made before that has been served (an evented PLEG asks once per
+	// container event, and a pod's events come in bursts).
+	podRelisted map[types.UID]time.Time
 
 	// podCacheMu serialises inspections, so relists and UpdateCache calls reach the cache in
 	// the order their timestamps were taken.
@@ -45,26 +49,20 @@ type GenericPLEG struct {
 	// lastRelist is when the last successful relist started (zero before the first one).
 	lastRelist atomic.Pointer[time.Time]
 
-	// runMu guards durations and stopCh.
+	// runMu guards durations, restarted and stopCh.
 	runMu     sync.Mutex
 	durations RelistDuration
+	// restarted is when the loop last (re)started: Healthy does not hold the time before
+	// against new settings (an evented PLEG shortening the threshold on fallback).
+	restarted time.Time
 	stopCh    chan struct{} // nil while stopped
 
-	// requests are the pods to relist out of turn (RequestRelist).
-	requests chan relistRequest
+	// askMu guards asked, the work asked for out of turn (see ondemand.go); a value on
+	// wake tells the loop there is some.
+	askMu sync.Mutex
+	asked askedWork
+	wake  chan struct{}
 }
-
-// relistRequest asks for one pod's relist; one asked for before the last full relist
-// started has been served by it.
-type relistRequest struct {
-	uid types.UID
-	at  time.Time
-}
-
-// relistRequestCapacity is upstream's queue length for on-demand relists.
-const relistRequestCapacity = 200
-
-var _ RelistingGenerator = (*GenericPLEG)(nil)
 
 // NewGenericPLEG returns a relisting PLEG that writes statuses into cache and events into
 // eventChannel (make it ChannelCapacity big). A nil relistDuration means
@@ -83,8 +81,9 @@ func NewGenericPLEG(runtime container.Runtime, eventChannel chan *PodLifecycleEv
 		cache:        cache,
 		clock:        clock,
 		records:      podRecords{},
+		podRelisted:  map[types.UID]time.Time{},
 		durations:    *relistDuration,
-		requests:     make(chan relistRequest, relistRequestCapacity),
+		wake:         make(chan struct{}, 1),
 	}
 }
 
@@ -98,8 +97,14 @@ func (g *GenericPLEG) Start() {
 	if g.stopCh != nil {
 		return
 	}
+	g.startLocked(true)
+}
+
+// startLocked starts the loop, relisting at once or only after a period.
+func (g *GenericPLEG) startLocked(relistNow bool) {
 	g.stopCh = make(chan struct{})
-	go g.relistUntil(g.durations.RelistPeriod, g.stopCh)
+	g.restarted = g.clock.Now()
+	go g.relistUntil(g.durations.RelistPeriod, relistNow, g.stopCh)
 }
 
 // Stop ends the relist loop; a relist in progress finishes.
@@ -112,16 +117,38 @@ func (g *GenericPLEG) Stop() {
 	}
 }
 
-// Update changes the relist settings. A new period applies from the next Start; an evented
-// PLEG stops, updates and restarts its fallback to switch periods.
+// Update changes the relist settings. A new period applies from the next Start.
 func (g *GenericPLEG) Update(relistDuration *RelistDuration) {
 	g.runMu.Lock()
 	defer g.runMu.Unlock()
 	g.durations = *relistDuration
 }
 
-// relistUntil relists every period, and single pods on request in between.
-func (g *GenericPLEG) relistUntil(period time.Duration, stop <-chan struct{}) {
+// switchDuration changes the relist settings at once: a running loop is restarted, and
+// relists now when relistNow is set, else after the new period.
+func (g *GenericPLEG) switchDuration(relistDuration *RelistDuration, relistNow bool) {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	g.durations = *relistDuration
+	if g.stopCh != nil {
+		close(g.stopCh)
+		g.startLocked(relistNow)
+	}
+}
+
+// relistPeriod is the current pause between full relists.
+func (g *GenericPLEG) relistPeriod() time.Duration {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
+	return g.durations.RelistPeriod
+}
+
+// relistUntil relists every period (the first time at once when relistNow is set), and
+// does what is asked for out of turn in between.
+func (g *GenericPLEG) relistUntil(period time.Duration, relistNow bool, stop <-chan struct{}) {
+	if !relistNow && !g.serveAskedUntil(g.clock.NewTimer(period), stop) {
+		return
+	}
 	for {
 		select {
 		case <-stop:
@@ -129,15 +156,15 @@ func (g *GenericPLEG) relistUntil(period time.Duration, stop <-chan struct{}) {
 		default:
 		}
 		g.Relist()
-		if !g.serveRequestsUntil(g.clock.NewTimer(period), stop) {
+		if !g.serveAskedUntil(g.clock.NewTimer(period), stop) {
 			return
 		}
 	}
 }
 
-// serveRequestsUntil relists the pods asked for until the timer fires (true) or stop
-// closes (false).
-func (g *GenericPLEG) serveRequestsUntil(t clock.Timer, stop <-chan struct{}) bool {
+// serveAskedUntil does the work asked for out of turn until the timer fires (true) or
+// stop closes (false).
+func (g *GenericPLEG) serveAskedUntil(t clock.Timer, stop <-chan struct{}) bool {
 	for {
 		select {
 		case <-stop:
@@ -145,47 +172,15 @@ func (g *GenericPLEG) serveRequestsUntil(t clock.Timer, stop <-chan struct{}) bo
 			return false
 		case <-t.C():
 			return true
-		case req := <-g.requests:
-			if req.at.After(g.lastRelistTime()) {
-				g.relistOne(req.uid)
-			}
+		case <-g.wake:
+			g.serveAsked()
 		}
 	}
 }
 
-// RequestRelist implements PodLifecycleEventGenerator.
-func (g *GenericPLEG) RequestRelist(uid types.UID) {
-	select {
-	case g.requests <- relistRequest{uid: uid, at: g.clock.Now()}:
-	default:
-		klog.ErrorS(nil, "Relist request channel full; dropping relist request", "podUID", uid)
-	}
-}
-
-// relistOne relists a single pod: its events are sent and its status refreshed as a full
-// relist would, and its cached status counts as confirmed at the time of the listing.
-func (g *GenericPLEG) relistOne(uid types.UID) {
-	g.relistMu.Lock()
-	defer g.relistMu.Unlock()
-	if outage.Down() {
-		return
-	}
-	ctx := context.Background()
-	timestamp := g.clock.Now()
-	pods, err := g.runtime.GetPods(ctx, true)
-	if err != nil {
-		outage.ErrorS(err, "GenericPLEG: Unable to retrieve pods", "podUID", uid)
-		return
-	}
-	g.records.setCurrentOne(uid, pods)
-	if _, ok := g.relistPod(ctx, uid); ok {
-		delete(g.podsToReinspect, uid)
-		g.cache.SetObservedTime(uid, timestamp)
-	}
-}
-
 // Healthy reports false when no relist has succeeded within RelistThreshold: the runtime
-// is hanging or the PLEG is stuck, and the node should not take pods.
+// is hanging or the PLEG is stuck, and the node should not take pods. After the loop
+// restarts with new settings, the time is counted from the restart.
 func (g *GenericPLEG) Healthy() (bool, error) {
 	last := g.lastRelistTime()
 	if last.IsZero() {
@@ -193,6 +188,9 @@ func (g *GenericPLEG) Healthy() (bool, error) {
 	}
 	g.runMu.Lock()
 	threshold := g.durations.RelistThreshold
+	if g.restarted.After(last) {
+		last = g.restarted
+	}
 	g.runMu.Unlock()
 	if elapsed := g.clock.Since(last); elapsed > threshold {
 		return false, fmt.Errorf("pleg was last seen active %v ago; threshold is %v", elapsed, threshold)
@@ -250,6 +248,8 @@ func (g *GenericPLEG) Relist() {
 	// for a status newer than their last sync can go.
 	g.cache.UpdateTime(timestamp)
 	g.podsToReinspect = failed
+	// Requests from before timestamp are served by this relist.
+	clear(g.podRelisted)
 }
 
 // relistPod handles one pod of a relist. It returns false, with the pod as listed, when the

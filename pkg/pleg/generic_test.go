@@ -705,7 +705,7 @@ func TestRequestRelistRelistsOnePodBetweenPeriods(t *testing.T) {
 	p.drain()
 
 	// A request from before the last full relist is stale: nothing happens.
-	p.requests <- relistRequest{uid: "a", at: t0.Add(-time.Second)}
+	p.ask(func(w *askedWork) { w.pods = map[types.UID]time.Time{"a": t0.Add(-time.Second)} })
 	time.Sleep(20 * time.Millisecond)
 	if n := p.runtime.lists(); n != 1 {
 		t.Fatalf("a stale request relisted (%d lists)", n)

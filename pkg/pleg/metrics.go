@@ -1,6 +1,8 @@
 package pleg
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
 )
@@ -38,4 +40,29 @@ func hasRunningSandbox(pod *container.Pod) bool {
 		}
 	}
 	return false
+}
+
+// The evented PLEG's metrics, with upstream's names and help texts. They live here
+// rather than in pkg/metrics because, as upstream, they are registered only when the
+// evented PLEG runs: see EventedMetrics.
+var (
+	eventedConnErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: "kubelet", Name: "evented_pleg_connection_error_count",
+		Help: "[ALPHA] The number of errors encountered during the establishment of streaming connection with the CRI runtime.",
+	})
+	eventedConnSuccesses = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: "kubelet", Name: "evented_pleg_connection_success_count",
+		Help: "[ALPHA] The number of times a streaming client was obtained to receive CRI Events.",
+	})
+	eventedConnLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: "kubelet", Name: "evented_pleg_connection_latency_seconds",
+		Help:    "[ALPHA] The latency of streaming connection with the CRI runtime, measured in seconds.",
+		Buckets: prometheus.DefBuckets,
+	})
+)
+
+// EventedMetrics returns the kubelet_evented_pleg_* metrics, for the /metrics registry
+// of a nodelet that runs an EventedPLEG.
+func EventedMetrics() []prometheus.Collector {
+	return []prometheus.Collector{eventedConnErrors, eventedConnSuccesses, eventedConnLatency}
 }

@@ -1,7 +1,8 @@
 // Package pleg is the pod lifecycle event generator: it turns changes in the runtime's
 // containers into events for the kubelet loop and keeps the pod cache (pkg/podcache) fresh.
-// GenericPLEG relists the runtime every second; an evented PLEG fed by the runtime's
-// container events can be added behind the same interface (see evented.go).
+// GenericPLEG relists the runtime every second; EventedPLEG (evented.go) relists the pod
+// of each of the runtime's CRI container events at once and, while those flow, stretches
+// the periodic relist to five minutes. New picks one from the feature gates.
 package pleg
 
 import (
