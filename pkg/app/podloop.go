@@ -24,6 +24,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/dns"
 	"github.com/nodelet/nodelet/pkg/events"
@@ -65,6 +66,12 @@ func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
 // and the loop, and runs them until ctx ends. cl is nil standalone.
 func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) error {
 	cfg := opts.Config
+	// The runtime's cgroup driver wins over the configured one (upstream, with RuntimeConfig).
+	driver, err := cri.ResolveCgroupDriver(ctx, rs, cfg.CgroupDriver)
+	if err != nil {
+		return err
+	}
+	cfg.CgroupDriver = driver
 	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)
 	if err != nil {
 		return err
@@ -94,7 +101,14 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
-	podLEG := pleg.NewGenericPLEG(runtime, plegEvents, pleg.DefaultRelistDuration(), cache, clock.RealClock{})
+	// Container events from the runtime when it streams them (containerd 2.x), relisting
+	// otherwise; featureGates EventedPLEG: false forces relisting.
+	podLEG := pleg.New(cfg.FeatureGates, runtime, rs, plegEvents, cache, clock.RealClock{})
+	if _, evented := podLEG.(*pleg.EventedPLEG); evented {
+		for _, c := range pleg.EventedMetrics() {
+			registries.Kubelet.MustRegister(c)
+		}
+	}
 	serving := servesKubeletAPI(cfg, cl)
 	declared := declaredFeatures(cfg, serving)
 	node, err := newNodeStatus(opts, nodeName, nodeIPs, declared, state, runtime, rs, recorder, podLEG, cl)

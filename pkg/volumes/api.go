@@ -118,8 +118,9 @@ func (m *Manager) setUpProjection(ctx context.Context, pod *v1.Pod, vol *v1.Volu
 	}
 	fsGroup := podFSGroup(pod)
 	return w.Write(files, func(string) error {
-		// Upstream applies fsGroup to every write of these volumes, whatever the policy.
-		return ownership.Set(dir, fsGroup, nil, false)
+		// Upstream applies fsGroup to every write of these volumes, whatever the policy,
+		// as to a read-only volume: the group may read, not write.
+		return ownership.Set(dir, fsGroup, nil, true)
 	})
 }
 

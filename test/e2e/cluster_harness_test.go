@@ -175,6 +175,9 @@ func (c *clusterNode) cleanup(t *testing.T) {
 			_ = c.rs.RemovePodSandbox(ctx, sb.Id)
 		}
 	}
+	// A test that failed half-way leaves its pods' volumes mounted (nodelet was killed):
+	// detach them, so that the test's temporary directories can go.
+	unmountAllUnder(t, c.rootDir)
 	zero := int64(0)
 	_ = c.admin.CoreV1().Namespaces().Delete(ctx, c.namespace, metav1.DeleteOptions{})
 	pods, _ := c.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.name})
@@ -185,6 +188,16 @@ func (c *clusterNode) cleanup(t *testing.T) {
 	}
 	_ = c.admin.CoreV1().Nodes().Delete(ctx, c.name, metav1.DeleteOptions{})
 	_ = c.admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, c.name, metav1.DeleteOptions{})
+}
+
+// unmountAllUnder lazily unmounts every mount under dir, deepest first.
+func unmountAllUnder(t *testing.T, dir string) {
+	mounts := mountsUnder(t, dir)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
+			t.Logf("unmounting %s: %v", mounts[i], err)
+		}
+	}
 }
 
 // eventually polls cond every 50 ms until it holds or d passes; the last error explains a

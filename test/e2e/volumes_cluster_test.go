@@ -99,7 +99,8 @@ func TestClusterVolumesFromTheAPI(t *testing.T) {
 		}
 	}
 	check("config files and their mode", "1 1 440", "sh", "-c", "echo $(cat /config/a) $(cat /config/b) $(stat -L -c %a /config/a)")
-	check("secret item and its mode", "hunter2 400", "sh", "-c", "echo $(cat /creds/db/password) $(stat -L -c %a /creds/db/password)")
+	// fsGroup adds group read to every file, as upstream's ownership change does.
+	check("secret item and its mode", "hunter2 440", "sh", "-c", "echo $(cat /creds/db/password) $(stat -L -c %a /creds/db/password)")
 	check("downward API labels and limit", `app="volumes"`+"\n"+`tier="e2e"`+"\n64", "sh", "-c", "cat /info/labels; echo; cat /info/mem_limit")
 	check("fsGroup on the volumes", "3000 3000", "sh", "-c", "echo $(stat -c %g /mem) $(stat -L -c %g /config/a)")
 	check("memory emptyDir is tmpfs", "tmpfs", "sh", "-c", "awk '$2==\"/mem\" {print $3}' /proc/mounts")
@@ -114,7 +115,7 @@ func TestClusterVolumesFromTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	took = eventually(t, 90*time.Second, "config map edit in the container", func() error {
-		if got := strings.TrimSpace(c.execIn(t, "volumes", "sh", "-c", "cat /config/..data/a /config/..data/b")); got != "2\n2" {
+		if got := strings.TrimSpace(c.execIn(t, "volumes", "sh", "-c", "cat /config/..data/a; echo; cat /config/..data/b")); got != "2\n2" {
 			return fmt.Errorf("files show %q", got)
 		}
 		return nil
@@ -188,7 +189,7 @@ func TestClusterVolumeFailures(t *testing.T) {
 
 	// An unsupported type: FailedMount naming it.
 	csi := c.testPod("csi")
-	csi.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "example.com/none"}}}}
+	csi.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "csi.example.com"}}}}
 	csi = c.createPod(t, csi)
 
 	// A subPath through a symlink that leads out of the volume (CVE-2017-1002101 class).
