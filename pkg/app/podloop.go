@@ -22,7 +22,6 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/admission"
 	"github.com/nodelet/nodelet/pkg/cli"
-	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
@@ -80,7 +79,10 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	recorder := cl.recorder(ctx, nodeName)
 	liveness, readiness, startup := results.NewManager(), results.NewManager(), results.NewManager()
 	vols := volumes.NewManager(opts.RootDirectory)
-	cgroups := cm.NewPodCgroups(cfg.CgroupRoot, *cfg.CgroupsPerQOS)
+	cgroups, err := newContainerManager(opts, nodeName, recorder)
+	if err != nil {
+		return fmt.Errorf("failed to start ContainerManager: %w", err)
+	}
 	proxy := &podStateProxy{}
 	runtime, err := kuberuntime.NewManager(ctx, kuberuntime.Options{
 		RuntimeService: rs, ImageService: is, Recorder: recorder,
@@ -148,6 +150,10 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
 	}, deps)
 	proxy.k = k
+	// The QoS hierarchy before any pod syncs (upstream's container manager start).
+	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
+		return fmt.Errorf("failed to start ContainerManager: %w", err)
+	}
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
 		return err
 	}

@@ -70,6 +70,9 @@ func (k *Kubelet) admit(pod *v1.Pod) (reason, message string, ok bool) {
 	return "", "", true
 }
 
+// ActivePods are the pods that may hold resources (for the container manager).
+func (k *Kubelet) ActivePods() []*v1.Pod { return k.activePods(nil) }
+
 // activePods are the admitted pods but except (which may be nil) that may still hold
 // resources (upstream's filterOutInactivePods): not rejected, not known to be terminated,
 // and not terminal unless still being torn down.

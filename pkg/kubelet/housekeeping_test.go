@@ -111,6 +111,8 @@ func (v *fakeVolumes) PodDirs() ([]types.UID, error) {
 
 type fakeCgroups struct{}
 
+func (fakeCgroups) EnsurePod(*v1.Pod) error  { return nil }
+func (fakeCgroups) UpdateQOSCgroups() error  { return nil }
 func (fakeCgroups) Pods() map[types.UID]bool { return nil }
 func (fakeCgroups) Remove(types.UID) error   { return nil }
 

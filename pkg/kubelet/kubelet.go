@@ -30,8 +30,12 @@ type Volumes interface {
 	PodDirs() ([]types.UID, error)
 }
 
-// Cgroups lists and removes pod cgroups.
+// Cgroups creates, lists and removes pod cgroups (the container manager).
 type Cgroups interface {
+	// EnsurePod creates the pod's cgroup with its limits, before its sandbox exists.
+	EnsurePod(pod *v1.Pod) error
+	// UpdateQOSCgroups sets the QoS classes' cgroups for the pods that now hold resources.
+	UpdateQOSCgroups() error
 	Pods() map[types.UID]bool
 	Remove(uid types.UID) error
 }

@@ -39,6 +39,11 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
 		return true, nil, nil
 	}
+	// The pod's cgroup first, with its limits: the sandbox is created inside it.
+	if err := k.deps.Cgroups.EnsurePod(pod); err != nil {
+		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodContainer", "unable to ensure pod container exists: %v", err)
+		return false, nil, fmt.Errorf("failed to ensure that the pod: %v cgroups exist and are correctly applied: %w", pod.UID, err)
+	}
 	k.syncMirrorPod(ctx, pod)
 	endVolumes := podstartup.FromContext(ctx).Begin(podstartup.Volumes)
 	err := k.deps.Volumes.SetUpPod(ctx, pod)
@@ -108,6 +113,10 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 	running := container.ConvertPodStatusToRunningPod(k.deps.Runtime.Type(), ps)
 	if err := k.deps.Runtime.KillPod(ctx, pod, running, gracePeriod); err != nil {
 		return fmt.Errorf("killing pod %q: %w", klog.KObj(pod), err)
+	}
+	// The pod no longer counts towards its QoS class (upstream's killPod does the same).
+	if err := k.deps.Cgroups.UpdateQOSCgroups(); err != nil {
+		klog.V(2).InfoS("Failed to update QoS cgroups while killing pod", "pod", klog.KObj(pod), "err", err)
 	}
 	after, err := k.deps.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {

@@ -119,6 +119,12 @@ func nodeAddresses(ips []net.IP, hostname string) []v1.NodeAddress {
 // storage capacity isolation, the root directory's filesystem (upstream's container
 // manager capacity, without the pid count node status does not show).
 func (c *Controller) machineCapacity(info *MachineInfo) v1.ResourceList {
+	return MachineCapacity(info, c.opts.LocalStorageCapacityIsolation)
+}
+
+// MachineCapacity is the host's cpu, memory, huge pages and, with localStorage, the root
+// directory's filesystem.
+func MachineCapacity(info *MachineInfo, localStorage bool) v1.ResourceList {
 	out := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(int64(info.NumCores)*1000, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(int64(info.MemoryCapacity), resource.BinarySI),
@@ -127,7 +133,7 @@ func (c *Controller) machineCapacity(info *MachineInfo) v1.ResourceList {
 		bytes := int64(hp.PageSizeKiB*1024) * int64(hp.NumPages)
 		out[hugePagesResource(hp.PageSizeKiB)] = *resource.NewQuantity(bytes, resource.BinarySI)
 	}
-	if c.opts.LocalStorageCapacityIsolation && info.EphemeralStorage != nil {
+	if localStorage && info.EphemeralStorage != nil {
 		out[v1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(*info.EphemeralStorage), resource.DecimalSI)
 	}
 	return out

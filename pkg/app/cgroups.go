@@ -1,0 +1,43 @@
+package app
+
+import (
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodelet/nodelet/pkg/cm"
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/nodestatus"
+)
+
+// newContainerManager builds the container manager from the configuration: the QoS
+// cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources.
+func newContainerManager(opts *config.Options, nodeName string, recorder record.EventRecorder) (*cm.ContainerManager, error) {
+	cfg := opts.Config
+	info, err := nodestatus.ReadMachineInfo(opts.RootDirectory)
+	if err != nil {
+		return nil, err
+	}
+	// The reservations, parsed and validated as node status parses them.
+	node, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	memoryQoS, ok := cfg.FeatureGates["MemoryQoS"]
+	return cm.NewContainerManager(cm.Options{
+		CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, CgroupsPerQOS: *cfg.CgroupsPerQOS,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,
+		Capacity:               nodestatus.MachineCapacity(info, false),
+		KubeReserved:           node.KubeReserved, SystemReserved: node.SystemReserved,
+		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
+		PodPidsLimit: *cfg.PodPidsLimit, CPUCFSQuota: *cfg.CPUCFSQuota, CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration,
+		FailCgroupV1: *cfg.FailCgroupV1, MemoryQoS: !ok || memoryQoS,
+		MemoryThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9),
+		Recorder:               recorder, NodeName: nodeName,
+	})
+}
+
+func derefFloat(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
