@@ -8,7 +8,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/sources"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // Upstream's rejection reasons (pkg/kubelet/lifecycle/predicate.go and the scheduler
@@ -112,7 +112,7 @@ func generalPredicates(pod *v1.Pod, others []*v1.Pod, node *v1.Node) []failure {
 		failures = append(failures, predicateFailure(ReasonNodePorts, descNodePorts))
 	}
 	// Static pods run whatever the node's taints: they are the node's own.
-	if !sources.IsStaticPod(pod) && hasUntoleratedNoExecuteTaint(pod, node) {
+	if !kubetypes.IsStaticPod(pod) && hasUntoleratedNoExecuteTaint(pod, node) {
 		failures = append(failures, predicateFailure(ReasonTaintToleration, descTaintToleration))
 	}
 	return failures
@@ -176,7 +176,7 @@ func strictSupplementalGroupsUnsupported(pod *v1.Pod, node *v1.Node) bool {
 // isCriticalPod is upstream's kubetypes.IsCriticalPod: static and mirror pods, and pods
 // at system-critical priority.
 func isCriticalPod(pod *v1.Pod) bool {
-	if sources.IsStaticPod(pod) || sources.IsMirrorPod(pod) {
+	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority

@@ -30,6 +30,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/logs"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
@@ -138,8 +139,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
-		sources.StartSourceAPI(ctx, cl.clients.Kube, types.NodeName(nodeName), node.NodeSynced, podConfig.Channel(ctx, sources.APIServerSource))
-		expected.Insert(sources.APIServerSource)
+		sources.StartSourceAPI(ctx, cl.clients.Kube, types.NodeName(nodeName), node.NodeSynced, podConfig.Channel(ctx, kubetypes.APIServerSource))
+		expected.Insert(kubetypes.APIServerSource)
 		node.BirthCry()
 		go node.Run(ctx)
 	}
@@ -215,13 +216,13 @@ func startSources(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, 
 	expected := sets.New[string]()
 	if cfg.StaticPodPath != "" {
 		klog.InfoS("Adding static pod path", "path", cfg.StaticPodPath)
-		sources.StartSourceFile(ctx, cfg.StaticPodPath, node, cfg.FileCheckFrequency.Duration, pc.Channel(ctx, sources.FileSource))
-		expected.Insert(sources.FileSource)
+		sources.StartSourceFile(ctx, cfg.StaticPodPath, node, cfg.FileCheckFrequency.Duration, pc.Channel(ctx, kubetypes.FileSource))
+		expected.Insert(kubetypes.FileSource)
 	}
 	if cfg.StaticPodURL != "" {
 		klog.InfoS("Adding pod URL with HTTP header", "URL", cfg.StaticPodURL, "header", cfg.StaticPodURLHeader)
-		sources.StartSourceURL(ctx, cfg.StaticPodURL, http.Header(cfg.StaticPodURLHeader), node, cfg.HTTPCheckFrequency.Duration, pc.Channel(ctx, sources.HTTPSource))
-		expected.Insert(sources.HTTPSource)
+		sources.StartSourceURL(ctx, cfg.StaticPodURL, http.Header(cfg.StaticPodURLHeader), node, cfg.HTTPCheckFrequency.Duration, pc.Channel(ctx, kubetypes.HTTPSource))
+		expected.Insert(kubetypes.HTTPSource)
 	}
 	return expected
 }

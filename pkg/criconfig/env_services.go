@@ -10,19 +10,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // masterServiceName is the API server's service in the default namespace:
 // every pod gets its variables (KUBERNETES_SERVICE_HOST is what in-cluster
 // clients read), even with enableServiceLinks: false.
 const masterServiceName = "kubernetes"
-
-// Pod source annotation, as pkg/sources sets it (not imported: criconfig sits
-// below the sources).
-const (
-	configSourceAnnotationKey = "kubernetes.io/config.source"
-	apiServerSource           = "api"
-)
 
 // serviceEnv returns the service link variables of the pod's container:
 // those of the master service and, with enableServiceLinks, of every service
@@ -37,7 +32,7 @@ func serviceEnv(pod *v1.Pod, opts ContainerOptions) (*orderedEnv, error) {
 	// A pod from the API server is started knowing the services exist: without
 	// a first list, KUBERNETES_SERVICE_HOST would be silently missing. Static
 	// pods may start before the API server does, so they make do.
-	if !isStaticPod(pod) && !src.ServicesSynced() {
+	if !kubetypes.IsStaticPod(pod) && !src.ServicesSynced() {
 		return nil, errors.New("services have not yet been read at least once, cannot construct envvars")
 	}
 	services, err := linkedServices(src, pod.Namespace, opts.EnableServiceLinks)
@@ -128,11 +123,4 @@ func addServiceEnv(env *orderedEnv, s *v1.Service) {
 // → "MY_SVC".
 func envVarName(name string) string {
 	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// isStaticPod reports a pod that came from a source other than the API
-// server; a pod without a source annotation counts as from the API server.
-func isStaticPod(pod *v1.Pod) bool {
-	source, ok := pod.Annotations[configSourceAnnotationKey]
-	return ok && source != apiServerSource
 }

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // fakeSources is an EnvSources over fixed objects; it counts reads.
@@ -324,14 +326,14 @@ func TestServiceLinks(t *testing.T) {
 
 func TestStaticPodsDoNotWaitForServices(t *testing.T) {
 	pod := envPod(v1.EnvVar{Name: "A", Value: "1"})
-	pod.Annotations[configSourceAnnotationKey] = "file"
+	pod.Annotations[kubetypes.ConfigSourceAnnotationKey] = "file"
 	opts := envOpts
 	opts.EnvSources = &fakeSources{unsynced: true}
 	envs, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], opts)
 	if err != nil || envString(envs) != "A=1" {
 		t.Fatalf("got %q, %v; want A=1 and no error", envString(envs), err)
 	}
-	pod.Annotations[configSourceAnnotationKey] = apiServerSource
+	pod.Annotations[kubetypes.ConfigSourceAnnotationKey] = kubetypes.APIServerSource
 	if _, err := MakeEnvironmentVariables(context.Background(), pod, &pod.Spec.Containers[0], opts); err == nil {
 		t.Fatal("an API pod started before services were read")
 	}

@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/podmanager"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 // fakeMirror records mirror pod calls.
@@ -25,7 +25,7 @@ type fakeMirror struct {
 func (f *fakeMirror) CreateMirrorPod(_ context.Context, pod *v1.Pod) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.created = append(f.created, pod.Annotations[sources.ConfigHashAnnotationKey])
+	f.created = append(f.created, pod.Annotations[kubetypes.ConfigHashAnnotationKey])
 	return nil
 }
 
@@ -44,13 +44,13 @@ func (f *fakeMirror) calls() (created, deleted []string) {
 
 func staticTestPod(hash string) *v1.Pod {
 	p := testPod(hash, "etcd")
-	p.Annotations = map[string]string{sources.ConfigSourceAnnotationKey: sources.FileSource, sources.ConfigHashAnnotationKey: hash}
+	p.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.FileSource, kubetypes.ConfigHashAnnotationKey: hash}
 	return p
 }
 
 func mirrorTestPod(uid, hash string) *v1.Pod {
 	p := testPod(uid, "etcd")
-	p.Annotations = map[string]string{sources.ConfigSourceAnnotationKey: sources.APIServerSource, sources.ConfigMirrorAnnotationKey: hash}
+	p.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.APIServerSource, kubetypes.ConfigMirrorAnnotationKey: hash}
 	return p
 }
 

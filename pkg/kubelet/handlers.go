@@ -6,9 +6,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
-	"github.com/nodelet/nodelet/pkg/podmanager"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/status"
 )
@@ -42,7 +42,7 @@ func (k *Kubelet) handlePodAdditions(pods []*v1.Pod) {
 // syncStaticPodOf handles a mirror pod: it syncs the static pod it stands for, if any,
 // and reports true; for any other pod it reports false.
 func (k *Kubelet) syncStaticPodOf(pod *v1.Pod) bool {
-	if !podmanager.IsMirrorPod(pod) {
+	if !kubetypes.IsMirrorPod(pod) {
 		return false
 	}
 	static, ok := k.pods.GetPodByMirrorPod(pod)
@@ -142,7 +142,7 @@ func (k *Kubelet) handlePodRemoves(pods []*v1.Pod) {
 func (k *Kubelet) handlePodReconcile(pods []*v1.Pod) {
 	for _, pod := range pods {
 		k.pods.UpdatePod(pod)
-		if podmanager.IsMirrorPod(pod) {
+		if kubetypes.IsMirrorPod(pod) {
 			continue
 		}
 		if status.NeedToReconcilePodReadiness(pod) && !k.rejected.Has(pod.UID) {

@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podworkers"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 // housekeeper removes what belongs to pods nobody wants any more (upstream's
@@ -78,7 +78,7 @@ func (h *housekeeper) restartRecreatedPods(desired []*v1.Pod, known map[types.UI
 		h.k.startup.Start(pod)
 		h.k.dispatch(pod, podworkers.SyncPodCreate)
 		known[pod.UID] = podworkers.SyncPod
-		metrics.RestartedPodTotal.WithLabelValues(metrics.StaticLabel(sources.IsStaticPod(pod))).Inc()
+		metrics.RestartedPodTotal.WithLabelValues(metrics.StaticLabel(kubetypes.IsStaticPod(pod))).Inc()
 	}
 }
 
@@ -181,7 +181,7 @@ func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
 	desiredN, activeN := map[string]int{"": 0, "true": 0}, map[string]int{"": 0, "true": 0}
 	mirrors, ephemeral := len(k.pods.GetOrphanedMirrorPodNames()), 0
 	for _, pod := range desired {
-		static := sources.IsStaticPod(pod)
+		static := kubetypes.IsStaticPod(pod)
 		desiredN[metrics.StaticLabel(static)]++
 		ephemeral += len(pod.Spec.EphemeralContainers)
 		if _, ok := k.pods.GetMirrorPodByPod(pod); ok && static {
@@ -189,7 +189,7 @@ func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
 		}
 	}
 	for _, pod := range k.activePods(nil) {
-		activeN[metrics.StaticLabel(sources.IsStaticPod(pod))]++
+		activeN[metrics.StaticLabel(kubetypes.IsStaticPod(pod))]++
 	}
 	for static, n := range desiredN {
 		metrics.DesiredPodCount.WithLabelValues(static).Set(float64(n))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podcache"
 	"github.com/nodelet/nodelet/pkg/podworkers"
@@ -344,10 +345,10 @@ func TestHousekeepingWaitsUntilTheLoopHasHandledEverySource(t *testing.T) {
 	k.deps.SourcesReady = podConfig.SeenAllSources
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	podConfig.Channel(ctx, sources.FileSource) <- sources.PodUpdate{
-		Op: sources.SET, Source: sources.FileSource, Pods: []*v1.Pod{testPod("wanted", "keep")},
+	podConfig.Channel(ctx, kubetypes.FileSource) <- sources.PodUpdate{
+		Op: sources.SET, Source: kubetypes.FileSource, Pods: []*v1.Pod{testPod("wanted", "keep")},
 	}
-	eventually(t, "the source merged", func() bool { return podConfig.SeenAllSources(sets.New(sources.FileSource)) })
+	eventually(t, "the source merged", func() bool { return podConfig.SeenAllSources(sets.New(kubetypes.FileSource)) })
 
 	// The ADD is still queued for the loop.
 	k.housekeeper.run(ctx)

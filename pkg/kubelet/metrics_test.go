@@ -14,14 +14,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 func fromSource(pod *v1.Pod, source string) *v1.Pod {
-	pod.Annotations = map[string]string{sources.ConfigSourceAnnotationKey: source,
-		sources.ConfigFirstSeenAnnotationKey: time.Now().Format(time.RFC3339Nano)}
+	pod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: source,
+		kubetypes.ConfigFirstSeenAnnotationKey: time.Now().Format(time.RFC3339Nano)}
 	return pod
 }
 
@@ -33,11 +33,11 @@ func TestHousekeepingRecordsPodCounts(t *testing.T) {
 	rejected := testutil.ToFloat64(metrics.AdmissionRejectionsTotal.WithLabelValues("OutOfpods"))
 	orphans := testutil.ToFloat64(metrics.OrphanedRuntimePodTotal)
 
-	api := fromSource(testPod("a", "a"), sources.APIServerSource)
+	api := fromSource(testPod("a", "a"), kubetypes.APIServerSource)
 	api.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug"}}}
 	k.handlePodAdditions([]*v1.Pod{
-		fromSource(testPod("s", "s"), sources.FileSource), api,
-		fromSource(testPod("c", "c"), sources.APIServerSource), // a third pod: OutOfpods
+		fromSource(testPod("s", "s"), kubetypes.FileSource), api,
+		fromSource(testPod("c", "c"), kubetypes.APIServerSource), // a third pod: OutOfpods
 	})
 	k.housekeeper.run(context.Background())
 
@@ -81,7 +81,7 @@ func TestStartupTraceFollowsThePod(t *testing.T) {
 	}}
 	ready := true
 	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
-	pod := fromSource(testPod("p", "p"), sources.FileSource)
+	pod := fromSource(testPod("p", "p"), kubetypes.FileSource)
 	k.handlePodAdditions([]*v1.Pod{pod})
 	select {
 	case ok := <-traced:

@@ -8,16 +8,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/mirror"
 	"github.com/nodelet/nodelet/pkg/podmanager"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 // syncMirrorPod keeps a static pod's mirror pod in line (upstream's SyncPod mirror step):
 // an outdated mirror (another hash, or being deleted) is deleted at once, and a missing one
 // is created. Failures are logged and retried on the next sync; they never stop the pod.
 func (k *Kubelet) syncMirrorPod(ctx context.Context, pod *v1.Pod) {
-	if k.deps.Mirror == nil || !sources.IsStaticPod(pod) {
+	if k.deps.Mirror == nil || !kubetypes.IsStaticPod(pod) {
 		return
 	}
 	existing, ok := k.pods.GetMirrorPodByPod(pod)

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/prober/results"
@@ -113,7 +114,7 @@ func (k *Kubelet) handleConfigUpdate(u podUpdate) {
 		k.handlePodReconcile(u.Pods)
 	}
 	k.sourcesSeen.add(u.Source)
-	if u.Source == sources.APIServerSource {
+	if u.Source == kubetypes.APIServerSource {
 		// The API pods' start-up SLI ends when their running status comes back here.
 		now := k.deps.Clock.Now()
 		for _, pod := range u.Pods {

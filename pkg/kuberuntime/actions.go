@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 )
 
@@ -466,7 +467,9 @@ func reverse(s []int) {
 }
 
 // isStaticPod reports a pod from a file or URL source; upstream never resizes those.
+// Unlike kubetypes.IsStaticPod it matches the API server's source name in any case
+// ("API" counts as the API server), as it always has here.
 func isStaticPod(pod *v1.Pod) bool {
-	source, ok := pod.Annotations["kubernetes.io/config.source"]
-	return ok && !strings.EqualFold(source, "api")
+	source, err := kubetypes.GetPodSource(pod)
+	return err == nil && !strings.EqualFold(source, kubetypes.APIServerSource)
 }

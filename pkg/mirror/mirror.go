@@ -16,11 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-)
 
-const (
-	mirrorAnnotationKey = "kubernetes.io/config.mirror"
-	hashAnnotationKey   = "kubernetes.io/config.hash"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // NodeUID returns the UID of this node's Node object, or an error wrapping ErrNoNode
@@ -51,8 +48,8 @@ func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	mirror := pod.DeepCopy()
-	hash := pod.Annotations[hashAnnotationKey]
-	mirror.Annotations[mirrorAnnotationKey] = hash
+	hash := pod.Annotations[kubetypes.ConfigHashAnnotationKey]
+	mirror.Annotations[kubetypes.ConfigMirrorAnnotationKey] = hash
 	mirror.UID, mirror.ResourceVersion = "", ""
 	mirror.Status = v1.PodStatus{}
 	controller := true
@@ -62,7 +59,7 @@ func (c *Client) CreateMirrorPod(ctx context.Context, pod *v1.Pod) error {
 	created, err := c.client.CoreV1().Pods(mirror.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := c.client.CoreV1().Pods(mirror.Namespace).Get(ctx, mirror.Name, metav1.GetOptions{})
-		if getErr == nil && existing.Annotations[mirrorAnnotationKey] == hash {
+		if getErr == nil && existing.Annotations[kubetypes.ConfigMirrorAnnotationKey] == hash {
 			return nil
 		}
 		return err

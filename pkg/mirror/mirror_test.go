@@ -11,12 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 func staticPod(hash string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd-n1", Namespace: "kube-system", UID: types.UID(hash),
-			Annotations: map[string]string{hashAnnotationKey: hash, "kubernetes.io/config.source": "file"}},
+			Annotations: map[string]string{kubetypes.ConfigHashAnnotationKey: hash, "kubernetes.io/config.source": "file"}},
 		Spec:   v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "etcd", Image: "etcd"}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning},
 	}
@@ -34,7 +36,7 @@ func TestCreateMirrorPodIsOwnedByTheNodeAndCarriesTheHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Annotations[mirrorAnnotationKey] != "h1" || got.Annotations["kubernetes.io/config.source"] != "file" {
+	if got.Annotations[kubetypes.ConfigMirrorAnnotationKey] != "h1" || got.Annotations["kubernetes.io/config.source"] != "file" {
 		t.Errorf("annotations %v", got.Annotations)
 	}
 	owner := got.OwnerReferences

@@ -9,14 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// Annotations that tie a mirror pod to its static pod (upstream's kubetypes keys).
-const (
-	// mirrorAnnotationKey marks a mirror pod; its value is the static pod's hash.
-	mirrorAnnotationKey = "kubernetes.io/config.mirror"
-	// hashAnnotationKey holds the hash a static pod's UID was made from.
-	hashAnnotationKey = "kubernetes.io/config.hash"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // Manager is the desired pods and the mirror pods.
@@ -40,19 +34,13 @@ func New() *Manager {
 // FullName is "name_namespace", the key upstream uses for pods.
 func FullName(pod *v1.Pod) string { return pod.Name + "_" + pod.Namespace }
 
-// IsMirrorPod reports whether the pod is the API server's mirror of a static pod.
-func IsMirrorPod(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[mirrorAnnotationKey]
-	return ok
-}
-
 // IsMirrorPodOf reports whether mirror mirrors static: same name and the static pod's hash.
 func IsMirrorPodOf(mirror, static *v1.Pod) bool {
 	if mirror.Name != static.Name || mirror.Namespace != static.Namespace {
 		return false
 	}
-	hash, ok := mirror.Annotations[mirrorAnnotationKey]
-	return ok && hash == static.Annotations[hashAnnotationKey]
+	hash, ok := mirror.Annotations[kubetypes.ConfigMirrorAnnotationKey]
+	return ok && hash == static.Annotations[kubetypes.ConfigHashAnnotationKey]
 }
 
 // AddPod adds or replaces a pod, or a mirror pod.
@@ -60,7 +48,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	byUID, byName := m.byUID, m.byName
-	if IsMirrorPod(pod) {
+	if kubetypes.IsMirrorPod(pod) {
 		byUID, byName = m.mirrorByUID, m.mirrorByName
 	}
 	if old, ok := byName[FullName(pod)]; ok && old.UID != pod.UID {
@@ -78,7 +66,7 @@ func (m *Manager) RemovePod(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	byUID, byName := m.byUID, m.byName
-	if IsMirrorPod(pod) {
+	if kubetypes.IsMirrorPod(pod) {
 		byUID, byName = m.mirrorByUID, m.mirrorByName
 	}
 	delete(byUID, pod.UID)

@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 func pod(name, uid string, annotations map[string]string) *v1.Pod {
@@ -14,8 +16,8 @@ func pod(name, uid string, annotations map[string]string) *v1.Pod {
 
 func TestMirrorPodsAreKeptApartFromPods(t *testing.T) {
 	m := New()
-	static := pod("etcd-n1", "static-1", map[string]string{hashAnnotationKey: "h1", "kubernetes.io/config.source": "file"})
-	mirror := pod("etcd-n1", "mirror-1", map[string]string{mirrorAnnotationKey: "h1"})
+	static := pod("etcd-n1", "static-1", map[string]string{kubetypes.ConfigHashAnnotationKey: "h1", "kubernetes.io/config.source": "file"})
+	mirror := pod("etcd-n1", "mirror-1", map[string]string{kubetypes.ConfigMirrorAnnotationKey: "h1"})
 	m.AddPod(static)
 	m.AddPod(mirror)
 
@@ -40,7 +42,7 @@ func TestMirrorPodsAreKeptApartFromPods(t *testing.T) {
 	if !IsMirrorPodOf(mirror, static) {
 		t.Error("mirror with the static pod's hash is not recognised")
 	}
-	outdated := pod("etcd-n1", "mirror-0", map[string]string{mirrorAnnotationKey: "h0"})
+	outdated := pod("etcd-n1", "mirror-0", map[string]string{kubetypes.ConfigMirrorAnnotationKey: "h0"})
 	if IsMirrorPodOf(outdated, static) {
 		t.Error("a mirror of another hash counts as the static pod's mirror")
 	}

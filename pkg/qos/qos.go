@@ -5,6 +5,8 @@ package qos
 
 import (
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // GetPodQOS returns the pod's QoS class: the one recorded in its status when
@@ -164,10 +166,7 @@ func isSidecar(pod *v1.Pod, c *v1.Container) bool {
 }
 
 const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
-	apiserverSource        = "api"
-	systemNodeCritical     = "system-node-critical"
+	systemNodeCritical = "system-node-critical"
 	// systemCriticalPriority is the lowest priority of the system-* classes.
 	systemCriticalPriority = 2 * 1000000000
 )
@@ -179,10 +178,7 @@ func isNodeCriticalPod(pod *v1.Pod) bool {
 }
 
 func isCriticalPod(pod *v1.Pod) bool {
-	if source, ok := pod.Annotations[configSourceAnnotation]; ok && source != apiserverSource {
-		return true // static pod
-	}
-	if _, ok := pod.Annotations[configMirrorAnnotation]; ok {
+	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority

@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // nodeSyncPollPeriod is how often the API source checks whether the node is known before
@@ -42,7 +44,7 @@ func StartSourceAPI(ctx context.Context, client kubernetes.Interface, nodeName t
 				pods = append(pods, o.(*v1.Pod))
 			}
 			select {
-			case updates <- PodUpdate{Pods: pods, Op: SET, Source: APIServerSource}:
+			case updates <- PodUpdate{Pods: pods, Op: SET, Source: kubetypes.APIServerSource}:
 			case <-ctx.Done():
 			}
 		}

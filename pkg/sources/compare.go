@@ -4,14 +4,16 @@ import (
 	"reflect"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // localAnnotations are the annotations the kubelet itself sets; a source changing them
 // is not a change to the pod.
 var localAnnotations = []string{
-	ConfigSourceAnnotationKey,
-	ConfigMirrorAnnotationKey,
-	ConfigFirstSeenAnnotationKey,
+	kubetypes.ConfigSourceAnnotationKey,
+	kubetypes.ConfigMirrorAnnotationKey,
+	kubetypes.ConfigFirstSeenAnnotationKey,
 }
 
 func isLocalAnnotation(key string) bool {

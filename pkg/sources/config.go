@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // updatesBuffer is upstream's buffer between the merge and the kubelet loop.
@@ -221,7 +223,7 @@ func (s *podStorage) applyPods(source string, incoming []*v1.Pod, old, into map[
 			ref.Annotations = make(map[string]string)
 		}
 		// Annotate with the source before comparing, as upstream does.
-		ref.Annotations[ConfigSourceAnnotationKey] = source
+		ref.Annotations[kubetypes.ConfigSourceAnnotationKey] = source
 		if existing, ok := old[ref.UID]; ok {
 			into[ref.UID] = existing
 			switch checkAndUpdatePod(existing, ref) {
@@ -235,7 +237,7 @@ func (s *podStorage) applyPods(source string, incoming []*v1.Pod, old, into map[
 			continue
 		}
 		klog.V(4).InfoS("Receiving a new pod", "pod", klog.KObj(ref))
-		ref.Annotations[ConfigFirstSeenAnnotationKey] = s.now().Format(time.RFC3339Nano)
+		ref.Annotations[kubetypes.ConfigFirstSeenAnnotationKey] = s.now().Format(time.RFC3339Nano)
 		into[ref.UID] = ref
 		ch.adds = append(ch.adds, ref)
 	}
@@ -278,7 +280,7 @@ func (s *podStorage) seenSources(sources ...string) bool {
 func (s *podStorage) Sync() {
 	s.updateLock.Lock()
 	defer s.updateLock.Unlock()
-	s.updates <- PodUpdate{Pods: s.mergedState(), Op: SET, Source: AllSource}
+	s.updates <- PodUpdate{Pods: s.mergedState(), Op: SET, Source: kubetypes.AllSource}
 }
 
 func (s *podStorage) mergedState() []*v1.Pod {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 const waitTimeout = 5 * time.Second
@@ -118,11 +120,11 @@ func TestNewPodsAreAddedWithLocalAnnotations(t *testing.T) {
 	ch <- set("test", testPod("1", "a"), testPod("2", "b"))
 	u := expectUpdate(t, c, ADD, "test", "1", "2")
 	for _, p := range u.Pods {
-		if p.Annotations[ConfigSourceAnnotationKey] != "test" {
-			t.Errorf("pod %s: source annotation %q", p.Name, p.Annotations[ConfigSourceAnnotationKey])
+		if p.Annotations[kubetypes.ConfigSourceAnnotationKey] != "test" {
+			t.Errorf("pod %s: source annotation %q", p.Name, p.Annotations[kubetypes.ConfigSourceAnnotationKey])
 		}
-		if _, err := time.Parse(time.RFC3339Nano, p.Annotations[ConfigFirstSeenAnnotationKey]); err != nil {
-			t.Errorf("pod %s: seen annotation %q: %v", p.Name, p.Annotations[ConfigFirstSeenAnnotationKey], err)
+		if _, err := time.Parse(time.RFC3339Nano, p.Annotations[kubetypes.ConfigFirstSeenAnnotationKey]); err != nil {
+			t.Errorf("pod %s: seen annotation %q: %v", p.Name, p.Annotations[kubetypes.ConfigFirstSeenAnnotationKey], err)
 		}
 	}
 	ch <- set("test", testPod("1", "a"), testPod("2", "b"))
@@ -133,7 +135,7 @@ func TestSpecChangeIsAnUpdateKeepingFirstSeen(t *testing.T) {
 	c, ch := newTestConfig(t)
 	ch <- set("test", testPod("1", "a"))
 	added := expectUpdate(t, c, ADD, "test", "1")
-	seen := added.Pods[0].Annotations[ConfigFirstSeenAnnotationKey]
+	seen := added.Pods[0].Annotations[kubetypes.ConfigFirstSeenAnnotationKey]
 
 	changed := testPod("1", "a")
 	changed.Spec.Containers[0].Image = "busybox:2"
@@ -142,7 +144,7 @@ func TestSpecChangeIsAnUpdateKeepingFirstSeen(t *testing.T) {
 	if u.Pods[0].Spec.Containers[0].Image != "busybox:2" {
 		t.Errorf("update carries image %q", u.Pods[0].Spec.Containers[0].Image)
 	}
-	if got := u.Pods[0].Annotations[ConfigFirstSeenAnnotationKey]; got != seen {
+	if got := u.Pods[0].Annotations[kubetypes.ConfigFirstSeenAnnotationKey]; got != seen {
 		t.Errorf("first seen changed from %q to %q", seen, got)
 	}
 }
@@ -164,8 +166,8 @@ func TestLabelAndAnnotationChangesAreUpdates(t *testing.T) {
 
 	// Only kubelet-managed annotations differ: not a change.
 	local := annotated.DeepCopy()
-	local.Annotations[ConfigFirstSeenAnnotationKey] = "yesterday"
-	local.Annotations[ConfigMirrorAnnotationKey] = "x"
+	local.Annotations[kubetypes.ConfigFirstSeenAnnotationKey] = "yesterday"
+	local.Annotations[kubetypes.ConfigMirrorAnnotationKey] = "x"
 	ch <- set("test", local)
 	expectQuiet(t, c, ch)
 }
@@ -251,7 +253,7 @@ func TestSourcesAreKeptApart(t *testing.T) {
 	expectUpdate(t, c, REMOVE, "http", "2")
 
 	c.Sync()
-	expectUpdate(t, c, SET, AllSource, "1")
+	expectUpdate(t, c, SET, kubetypes.AllSource, "1")
 }
 
 func TestStoredPodsAreNotShared(t *testing.T) {
@@ -262,7 +264,7 @@ func TestStoredPodsAreNotShared(t *testing.T) {
 	sent.Spec.Containers[0].Image = "changed-by-sender"
 	got.Pods[0].Spec.Containers[0].Image = "changed-by-receiver"
 	c.Sync()
-	u := expectUpdate(t, c, SET, AllSource, "1")
+	u := expectUpdate(t, c, SET, kubetypes.AllSource, "1")
 	if img := u.Pods[0].Spec.Containers[0].Image; img != "busybox" {
 		t.Fatalf("stored pod was changed through a shared pointer: image %q", img)
 	}
@@ -287,29 +289,7 @@ func TestChannelIsPerSource(t *testing.T) {
 	}
 }
 
-func TestStaticPodHelpers(t *testing.T) {
-	pod := testPod("1", "a")
-	if _, err := GetPodSource(pod); err == nil {
-		t.Error("GetPodSource found a source on an unannotated pod")
-	}
-	if IsStaticPod(pod) {
-		t.Error("unannotated pod is static")
-	}
-	pod.Annotations = map[string]string{ConfigSourceAnnotationKey: FileSource}
-	if src, err := GetPodSource(pod); err != nil || src != FileSource || !IsStaticPod(pod) {
-		t.Errorf("file pod: source %q err %v static %v", src, err, IsStaticPod(pod))
-	}
-	pod.Annotations[ConfigSourceAnnotationKey] = APIServerSource
-	if IsStaticPod(pod) {
-		t.Error("API server pod is static")
-	}
-	if IsMirrorPod(pod) {
-		t.Error("pod without mirror annotation is a mirror pod")
-	}
-	pod.Annotations[ConfigMirrorAnnotationKey] = "hash"
-	if !IsMirrorPod(pod) {
-		t.Error("pod with mirror annotation is not a mirror pod")
-	}
+func TestPodOperationNames(t *testing.T) {
 	if SET.String() != "SET" || RECONCILE.String() != "RECONCILE" || PodOperation(9).String() != "PodOperation(9)" {
 		t.Error("PodOperation names")
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/dump"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/podvalidation"
 	"github.com/nodelet/nodelet/pkg/sources/internal/core"
 )
@@ -180,7 +181,7 @@ func applyDefaults(pod *v1.Pod, source string, isFile bool, nodeName types.NodeN
 	if pod.Annotations == nil {
 		pod.Annotations = make(map[string]string)
 	}
-	pod.Annotations[ConfigHashAnnotationKey] = string(pod.UID)
+	pod.Annotations[kubetypes.ConfigHashAnnotationKey] = string(pod.UID)
 	if isFile {
 		// Static pods from files tolerate every NoExecute taint, so node problems do not
 		// evict them.

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 const webYAML = `apiVersion: v1
@@ -53,8 +55,8 @@ func TestDecodeAppliesStaticPodDefaults(t *testing.T) {
 	if pod.Spec.NodeName != "node-a" {
 		t.Errorf("nodeName %q, want node-a", pod.Spec.NodeName)
 	}
-	if pod.UID == "" || pod.Annotations[ConfigHashAnnotationKey] != string(pod.UID) {
-		t.Errorf("uid %q, hash annotation %q: want equal and set", pod.UID, pod.Annotations[ConfigHashAnnotationKey])
+	if pod.UID == "" || pod.Annotations[kubetypes.ConfigHashAnnotationKey] != string(pod.UID) {
+		t.Errorf("uid %q, hash annotation %q: want equal and set", pod.UID, pod.Annotations[kubetypes.ConfigHashAnnotationKey])
 	}
 	if pod.Status.Phase != v1.PodPending {
 		t.Errorf("phase %q, want Pending", pod.Status.Phase)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 const (
@@ -515,7 +517,7 @@ func (s *sourceFile) sendIfChanged(ctx context.Context) {
 		return
 	}
 	s.lastSent = pods
-	update := PodUpdate{Pods: copyPods(pods), Op: SET, Source: FileSource}
+	update := PodUpdate{Pods: copyPods(pods), Op: SET, Source: kubetypes.FileSource}
 	select {
 	case s.updates <- update:
 	case <-ctx.Done():

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // startWatchedConfig runs a file source on dir, with only its watch able to see changes,
@@ -16,10 +18,10 @@ func startWatchedConfig(t *testing.T, dir string) *Config {
 	c := NewConfig(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := newSourceFile(dir, "node1", longPeriod, c.Channel(ctx, FileSource))
+	s := newSourceFile(dir, "node1", longPeriod, c.Channel(ctx, kubetypes.FileSource))
 	s.settleDelay = 300 * time.Millisecond // headroom for a loaded test machine
 	go s.run(ctx)
-	expectUpdate(t, c, ADD, FileSource) // the source is ready
+	expectUpdate(t, c, ADD, kubetypes.FileSource) // the source is ready
 	return c
 }
 
@@ -49,7 +51,7 @@ func TestFileSourceVimSaveDoesNotRestartThePod(t *testing.T) {
 	c := startWatchedConfig(t, dir)
 	path := filepath.Join(dir, "web.yaml")
 	writeFile(t, path, manifest("web", "busybox:1"))
-	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	expectUpdate(t, c, ADD, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:1")))
 
 	rename(t, path, path+"~")
 	writeFile(t, path, manifest("web", "busybox:1"))
@@ -64,8 +66,8 @@ func TestFileSourceVimSaveDoesNotRestartThePod(t *testing.T) {
 	if err := os.Remove(path + "~"); err != nil {
 		t.Fatal(err)
 	}
-	expectUpdate(t, c, REMOVE, FileSource, string(nextUIDFor(t, path, "busybox:1")))
-	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:2")))
+	expectUpdate(t, c, REMOVE, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	expectUpdate(t, c, ADD, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:2")))
 	expectNoUpdate(t, c, 500*time.Millisecond)
 }
 
@@ -76,14 +78,14 @@ func TestFileSourceSedInPlaceReplacesThePodOnce(t *testing.T) {
 	c := startWatchedConfig(t, dir)
 	path := filepath.Join(dir, "etcd.yaml") // sorts before the temporary file
 	writeFile(t, path, manifest("etcd", "busybox:1"))
-	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	expectUpdate(t, c, ADD, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:1")))
 
 	tmp := filepath.Join(dir, "sedAb12Cd")
 	writeFile(t, tmp, manifest("etcd", "busybox:2"))
 	time.Sleep(20 * time.Millisecond) // sed is usually faster; the source must not care
 	rename(t, tmp, path)
-	expectUpdate(t, c, REMOVE, FileSource, string(nextUIDFor(t, path, "busybox:1")))
-	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:2")))
+	expectUpdate(t, c, REMOVE, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	expectUpdate(t, c, ADD, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:2")))
 	expectNoUpdate(t, c, 500*time.Millisecond)
 }
 
@@ -157,7 +159,7 @@ func TestFileSourceAtomicRenameIsAppliedAtOnce(t *testing.T) {
 	writeFile(t, tmp, manifest("web", "busybox:1"))
 	start := time.Now()
 	rename(t, tmp, path)
-	expectUpdate(t, c, ADD, FileSource, string(nextUIDFor(t, path, "busybox:1")))
+	expectUpdate(t, c, ADD, kubetypes.FileSource, string(nextUIDFor(t, path, "busybox:1")))
 	if took := time.Since(start); took >= 300*time.Millisecond {
 		t.Errorf("renamed manifest applied after %v: it waited for the settle delay", took)
 	}

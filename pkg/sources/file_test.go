@@ -15,6 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 const longPeriod = time.Hour // so that only the watch can deliver a change
@@ -112,7 +114,7 @@ func (ft *fileSourceTest) nextSet() []*v1.Pod {
 	select {
 	case u := <-ft.updates:
 		update := u.(PodUpdate)
-		if update.Op != SET || update.Source != FileSource || update.Pods == nil {
+		if update.Op != SET || update.Source != kubetypes.FileSource || update.Pods == nil {
 			ft.t.Fatalf("unexpected update %+v", update)
 		}
 		return update.Pods
@@ -302,9 +304,9 @@ func TestFileSourceWatchSeesChangesFast(t *testing.T) {
 	c := NewConfig(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := newSourceFile(dir, "node1", longPeriod, c.Channel(ctx, FileSource))
+	s := newSourceFile(dir, "node1", longPeriod, c.Channel(ctx, kubetypes.FileSource))
 	go s.run(ctx)
-	expectUpdate(t, c, ADD, FileSource) // the source is ready
+	expectUpdate(t, c, ADD, kubetypes.FileSource) // the source is ready
 
 	path := filepath.Join(dir, "web.yaml")
 	start := time.Now()
@@ -321,7 +323,7 @@ func TestFileSourceWatchSeesChangesFast(t *testing.T) {
 
 	// A changed manifest is a new pod: upstream replaces static pods on any change.
 	replaceFile(t, path, manifest("web", "busybox:2"))
-	expectUpdate(t, c, REMOVE, FileSource, string(oldUID))
+	expectUpdate(t, c, REMOVE, kubetypes.FileSource, string(oldUID))
 	readded := nextUpdate(t, c)
 	if readded.Op != ADD || readded.Pods[0].UID == oldUID || readded.Pods[0].Spec.Containers[0].Image != "busybox:2" {
 		t.Fatalf("got %s of %v, want ADD of the new web", readded.Op, podUIDs(readded.Pods))
@@ -329,15 +331,15 @@ func TestFileSourceWatchSeesChangesFast(t *testing.T) {
 
 	// A manifest turned bad loses its pod at once.
 	writeFile(t, path, "kind: [")
-	expectUpdate(t, c, REMOVE, FileSource, string(readded.Pods[0].UID))
+	expectUpdate(t, c, REMOVE, kubetypes.FileSource, string(readded.Pods[0].UID))
 
 	// So does a deleted one.
 	writeFile(t, path, manifest("web", "busybox:2"))
-	back := expectUpdate(t, c, ADD, FileSource, string(readded.Pods[0].UID)) // same content, same UID
+	back := expectUpdate(t, c, ADD, kubetypes.FileSource, string(readded.Pods[0].UID)) // same content, same UID
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	expectUpdate(t, c, REMOVE, FileSource, string(back.Pods[0].UID))
+	expectUpdate(t, c, REMOVE, kubetypes.FileSource, string(back.Pods[0].UID))
 }
 
 func TestFileSourceIgnoresHiddenFileEvents(t *testing.T) {
@@ -420,12 +422,12 @@ func TestStartSourceFileFeedsConfig(t *testing.T) {
 	c := NewConfig(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	StartSourceFile(ctx, dir, "node1", longPeriod, c.Channel(ctx, FileSource))
+	StartSourceFile(ctx, dir, "node1", longPeriod, c.Channel(ctx, kubetypes.FileSource))
 	u := nextUpdate(t, c)
-	if u.Op != ADD || len(u.Pods) != 1 || u.Pods[0].Annotations[ConfigSourceAnnotationKey] != FileSource {
+	if u.Op != ADD || len(u.Pods) != 1 || u.Pods[0].Annotations[kubetypes.ConfigSourceAnnotationKey] != kubetypes.FileSource {
 		t.Fatalf("got %s %v", u.Op, podNames(u.Pods))
 	}
-	if !c.SeenAllSources(sets.New(FileSource)) {
+	if !c.SeenAllSources(sets.New(kubetypes.FileSource)) {
 		t.Fatal("file source not seen after its first listing")
 	}
 }

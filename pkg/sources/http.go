@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	utilio "k8s.io/utils/io"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/podvalidation"
 )
 
@@ -177,7 +178,7 @@ func (s *sourceURL) get(ctx context.Context) ([]byte, error) {
 
 func (s *sourceURL) send(ctx context.Context, pods []*v1.Pod) {
 	select {
-	case s.updates <- PodUpdate{Pods: pods, Op: SET, Source: HTTPSource}:
+	case s.updates <- PodUpdate{Pods: pods, Op: SET, Source: kubetypes.HTTPSource}:
 	case <-ctx.Done():
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // manifestServer serves whatever body and status the test sets.
@@ -80,7 +82,7 @@ func (ut *urlSourceTest) nextSet() []*v1.Pod {
 	select {
 	case u := <-ut.updates:
 		update := u.(PodUpdate)
-		if update.Op != SET || update.Source != HTTPSource || update.Pods == nil {
+		if update.Op != SET || update.Source != kubetypes.HTTPSource || update.Pods == nil {
 			ut.t.Fatalf("unexpected update %+v", update)
 		}
 		return update.Pods
@@ -239,9 +241,9 @@ func TestStartSourceURLFeedsConfigAndStops(t *testing.T) {
 	m.serve(http.StatusOK, webYAML)
 	c := NewConfig(nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	StartSourceURL(ctx, m.URL, nil, "node1", 10*time.Millisecond, c.Channel(ctx, HTTPSource))
-	u := expectUpdate(t, c, ADD, HTTPSource, string(nextUID(t, m)))
-	if src, _ := GetPodSource(u.Pods[0]); src != HTTPSource || !IsStaticPod(u.Pods[0]) {
+	StartSourceURL(ctx, m.URL, nil, "node1", 10*time.Millisecond, c.Channel(ctx, kubetypes.HTTPSource))
+	u := expectUpdate(t, c, ADD, kubetypes.HTTPSource, string(nextUID(t, m)))
+	if src, _ := kubetypes.GetPodSource(u.Pods[0]); src != kubetypes.HTTPSource || !kubetypes.IsStaticPod(u.Pods[0]) {
 		t.Fatalf("source %q", src)
 	}
 	cancel()

@@ -47,27 +47,6 @@ func (op PodOperation) String() string {
 	return fmt.Sprintf("PodOperation(%d)", int(op))
 }
 
-// Source names.
-const (
-	FileSource      = "file"
-	HTTPSource      = "http"
-	APIServerSource = "api"
-	// AllSource names the merged state of every source (used by Config.Sync).
-	AllSource = "*"
-)
-
-// Annotations the kubelet manages on the pods it runs.
-const (
-	// ConfigSourceAnnotationKey holds the source a pod came from.
-	ConfigSourceAnnotationKey = "kubernetes.io/config.source"
-	// ConfigMirrorAnnotationKey marks a mirror pod (the API object for a static pod).
-	ConfigMirrorAnnotationKey = "kubernetes.io/config.mirror"
-	// ConfigFirstSeenAnnotationKey holds when this kubelet first saw the pod.
-	ConfigFirstSeenAnnotationKey = "kubernetes.io/config.seen"
-	// ConfigHashAnnotationKey holds the hash a static pod's UID was made from.
-	ConfigHashAnnotationKey = "kubernetes.io/config.hash"
-)
-
 // PodUpdate is what sources send to a Config channel and what Config.Updates delivers.
 // A source sends its whole current set of pods with Op SET (it may also send ADD,
 // UPDATE, DELETE and REMOVE); Updates delivers ADD, UPDATE, DELETE, REMOVE and
@@ -76,26 +55,6 @@ type PodUpdate struct {
 	Pods   []*v1.Pod
 	Op     PodOperation
 	Source string
-}
-
-// GetPodSource returns the source recorded in the pod's annotations.
-func GetPodSource(pod *v1.Pod) (string, error) {
-	if source, ok := pod.Annotations[ConfigSourceAnnotationKey]; ok {
-		return source, nil
-	}
-	return "", fmt.Errorf("cannot get source of pod %q", pod.UID)
-}
-
-// IsStaticPod reports whether the pod came from a source other than the API server.
-func IsStaticPod(pod *v1.Pod) bool {
-	source, err := GetPodSource(pod)
-	return err == nil && source != APIServerSource
-}
-
-// IsMirrorPod reports whether the pod is the API server's mirror of a static pod.
-func IsMirrorPod(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[ConfigMirrorAnnotationKey]
-	return ok
 }
 
 // podFullName is upstream's kubecontainer.GetPodFullName: unique per node.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // PodLookup is what the API syncer needs from the pod manager: the pods as the API source
@@ -86,7 +88,7 @@ func (s *APISyncer) NeedsReconcile(u PodStatusUpdate) bool {
 	if !isMirrorOrStatic(pod) && canBeDeleted(pod, u.PodIsFinished) {
 		return true
 	}
-	if isStaticPod(pod) {
+	if kubetypes.IsStaticPod(pod) {
 		if pod, ok = s.pods.GetMirrorPodByPod(pod); !ok {
 			return false
 		}
@@ -101,8 +103,7 @@ func (s *APISyncer) NeedsReconcile(u PodStatusUpdate) bool {
 }
 
 func isMirrorOrStatic(pod *v1.Pod) bool {
-	_, mirror := pod.Annotations["kubernetes.io/config.mirror"]
-	return mirror || isStaticPod(pod)
+	return kubetypes.IsMirrorPod(pod) || kubetypes.IsStaticPod(pod)
 }
 
 // canBeDeleted: a pod whose deletion was requested goes from the API once the API shows a

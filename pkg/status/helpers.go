@@ -17,19 +17,6 @@ import (
 // RecursiveReadOnlyMounts on (GA), ChangeContainerStatusOnKubeletRestart off (deprecated),
 // RestartAllContainersOnContainerExits off (alpha).
 
-// Pod source annotation, set by the config sources (upstream's kubetypes).
-const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	apiserverSource        = "api"
-)
-
-// isStaticPod reports a pod that came from a file or URL rather than the API server. Upstream
-// keeps such pods out of some terminal-phase handling (TODO #116484 there).
-func isStaticPod(pod *v1.Pod) bool {
-	source, ok := pod.Annotations[configSourceAnnotation]
-	return ok && source != apiserverSource
-}
-
 // isRestartableInitContainer reports a sidecar: an init container with restartPolicy Always.
 func isRestartableInitContainer(c *v1.Container) bool {
 	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
@@ -214,7 +215,7 @@ func (m *manager) updateStatus(pod *v1.Pod, status v1.PodStatus, force, podIsFin
 	cached, isCached := m.statuses[pod.UID]
 	if isCached {
 		oldStatus = cached.status
-		if cached.podIsFinished && !podIsFinished && !isStaticPod(pod) {
+		if cached.podIsFinished && !podIsFinished && !kubetypes.IsStaticPod(pod) {
 			klog.InfoS("Got unexpected podIsFinished=false, while podIsFinished=true in status cache, programmer error", "pod", klog.KObj(pod))
 			podIsFinished = true
 		}

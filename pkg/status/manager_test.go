@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // testManager is a manager with a settable clock.
@@ -197,7 +198,7 @@ func TestTerminatePodKeepsSucceededAndStaticPhases(t *testing.T) {
 
 	static := testPod(v1.RestartPolicyAlways, "a")
 	static.UID = "static"
-	static.Annotations = map[string]string{configSourceAnnotation: "file"}
+	static.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: "file"}
 	m.SetPodStatus(static, runningPodStatus(static))
 	m.TerminatePod(static)
 	got, _ := m.GetPodStatus(static.UID)

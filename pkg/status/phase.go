@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // phaseCounts tallies container states for getPhase.
@@ -54,8 +55,9 @@ func getPhase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasI
 
 // allStoppedPhase is the phase when every container has stopped at least once.
 func (n *phaseCounts) allStoppedPhase(pod *v1.Pod, podIsTerminal bool) v1.PodPhase {
-	// A terminal pod restarts nothing, whatever the restart policy says.
-	if podIsTerminal && !isStaticPod(pod) {
+	// A terminal pod restarts nothing, whatever the restart policy says. Upstream keeps
+	// static pods out of this (TODO #116484 there).
+	if podIsTerminal && !kubetypes.IsStaticPod(pod) {
 		if n.stopped == n.succeeded {
 			return v1.PodSucceeded
 		}

@@ -4,11 +4,13 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 func TestGetPhase(t *testing.T) {
 	static := func(p *v1.Pod) *v1.Pod {
-		p.Annotations = map[string]string{configSourceAnnotation: "file"}
+		p.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: "file"}
 		return p
 	}
 	neverContainer := func(p *v1.Pod) *v1.Pod {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
 
 // maxPodTerminationMessageLogLength bounds the termination messages of all of a pod's
@@ -35,7 +36,7 @@ func (m *manager) TerminatePod(pod *v1.Pod) {
 	markUnterminatedLost(initializedContainers(status.InitContainerStatuses))
 
 	// Every pod ends in a terminal phase (static pods excepted, as upstream's TODO #116484).
-	if !isStaticPod(pod) && !isTerminal(status.Phase) {
+	if !kubetypes.IsStaticPod(pod) && !isTerminal(status.Phase) {
 		if status.Phase == v1.PodRunning && isCached {
 			klog.InfoS("Terminal running pod should have already been marked as failed, programmer error", "pod", klog.KObj(pod), "podUID", pod.UID)
 		}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
@@ -52,13 +53,6 @@ var phases = []struct {
 	{ContainerCreate, "containerCreate"}, {ContainerStart, "containerStart"},
 	{InitContainers, "initContainers"}, {Readiness, "readiness"},
 }
-
-// Annotations the pod sources set (pkg/sources); repeated here to keep this package low.
-const (
-	configSeenAnnotation   = "kubernetes.io/config.seen"
-	configSourceAnnotation = "kubernetes.io/config.source"
-	apiServerSource        = "api"
-)
 
 // Tracker holds the traces of the pods that are starting, by UID. It is safe for
 // concurrent use.
@@ -116,8 +110,9 @@ func (t *Tracker) Start(pod *v1.Pod) *Trace {
 		t: t, pod: klog.KObj(pod), uid: pod.UID, seen: firstSeen(pod, now),
 		spent: map[Phase]time.Duration{}, inits: map[string]interval{},
 		created: pod.CreationTimestamp.Time, hostNet: pod.Spec.HostNetwork, stateful: isStateful(pod),
-		// Upstream measures the SLI of API pods that are schedulable and not started yet.
-		sliDone: pod.Annotations[configSourceAnnotation] != apiServerSource ||
+		// Upstream measures the SLI of API pods that are schedulable and not started yet; a
+		// pod without a source annotation is not one (unlike kubetypes.IsStaticPod's view).
+		sliDone: pod.Annotations[kubetypes.ConfigSourceAnnotationKey] != kubetypes.APIServerSource ||
 			!pod.Status.StartTime.IsZero() || isUnschedulable(pod),
 	}
 	t.pods[pod.UID] = tr
@@ -292,7 +287,7 @@ func isReady(status *v1.PodStatus) bool {
 
 // FirstSeen is when the kubelet first saw the pod, from its config.seen annotation.
 func FirstSeen(pod *v1.Pod) (time.Time, bool) {
-	s, ok := pod.Annotations[configSeenAnnotation]
+	s, ok := pod.Annotations[kubetypes.ConfigFirstSeenAnnotationKey]
 	if !ok {
 		return time.Time{}, false
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
@@ -56,7 +57,7 @@ func newPod(uid, source string, seen time.Time) *v1.Pod {
 			Name: "web", Namespace: "default", UID: types.UID(uid),
 			CreationTimestamp: metav1.NewTime(seen.Add(-time.Second)),
 			Annotations: map[string]string{
-				configSeenAnnotation: seen.Format(time.RFC3339Nano), configSourceAnnotation: source,
+				kubetypes.ConfigFirstSeenAnnotationKey: seen.Format(time.RFC3339Nano), kubetypes.ConfigSourceAnnotationKey: source,
 			},
 		},
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}},
