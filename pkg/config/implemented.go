@@ -30,6 +30,12 @@ var implementedFields = map[string]bool{
 	"maxPods":                  true,
 	"cgroupRoot":               true,
 	"cgroupsPerQOS":            true,
+	"enforceNodeAllocatable":   true,
+	"failCgroupV1":             true,
+	"kubeReservedCgroup":       true,
+	"systemReservedCgroup":     true,
+	"memoryThrottlingFactor":   true,
+	"podPidsLimit":             true,
 	"cgroupDriver":             true,
 	"configMapAndSecretChangeDetectionStrategy": true,
 	"clusterDNS":                  true,
@@ -95,7 +101,7 @@ var implementedFields = map[string]bool{
 var partlyImplemented = map[string]string{
 	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
 	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
-	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams and EventedPLEG (default on when the runtime streams container events) only",
+	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events) and MemoryQoS only",
 	"evictionHard":   "only shapes the node's allocatable; nodelet does not evict pods yet",
 }
 

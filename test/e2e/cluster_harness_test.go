@@ -130,6 +130,7 @@ authentication:
 		t.Fatal(err)
 	}
 	c.rs = rs
+	makeCgroupRoot(t, c.name)
 	c.nodelet = startNodelet(t, c.args...)
 	t.Cleanup(func() { c.cleanup(t) })
 	return c

@@ -43,6 +43,7 @@ func startStandalone(t *testing.T) *standalone {
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	makeCgroupRoot(t, s.node)
 	s.nodelet = startNodelet(t, "--config="+cfg, "--hostname-override="+s.node)
 	rs, err := cri.NewRemoteRuntimeService(context.Background(), nodeletEndpoint(t), 3*time.Second, time.Minute)
 	if err != nil {

@@ -101,7 +101,7 @@ func startNodelet(bin, endpoint, dir, node, manifests, logPath string) (*exec.Cm
 		}
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: %s\npodLogsDir: %s\ncgroupRoot: /%s\nhealthzPort: 0\n", manifests, logs, node)
+	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: %s\npodLogsDir: %s\nhealthzPort: 0\n", manifests, logs)
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return nil, err
 	}
