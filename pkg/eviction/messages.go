@@ -37,7 +37,7 @@ func evictionMessage(res v1.ResourceName, pod *v1.Pod, stats podStatsFunc, thres
 	}
 	if res == v1.ResourceMemory && resourcehelper.IsPodLevelResourcesSet(pod) {
 		if request, ok := pod.Spec.Resources.Requests[res]; ok && ps.Memory != nil {
-			usage := memoryUsage(ps.Memory)
+			usage := resource.NewQuantity(int64(workingSet(ps.Memory)), resource.BinarySI)
 			fmt.Fprintf(&b, "Pod %s was using %s, request is %s, has larger consumption of %v. ", pod.Name, usage.String(), request.String(), res)
 			annotations[OffendingPodKey] = pod.Name
 			annotations[OffendingPodUsageKey] = usage.String()

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"cmp"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,38 +14,72 @@ import (
 // rankFunc orders pods so that the first is evicted first.
 type rankFunc func(pods []*v1.Pod, stats podStatsFunc)
 
-// cmpFunc compares two pods: negative when a is to be evicted before b.
-type cmpFunc func(a, b *v1.Pod) int
+// rankKey is what ranking compares of a pod, computed once per pod.
+type rankKey struct {
+	noStats  bool  // pods without stats go first, as upstream
+	exceeds  bool  // usage above the request goes first
+	priority int32 // then lower priority first
+	above    int64 // then more usage above the request first
+}
 
-// orderBy sorts pods by the first comparison that tells them apart.
-func orderBy(pods []*v1.Pod, cmps ...cmpFunc) {
+// rankBy sorts pods by their keys.
+func rankBy(pods []*v1.Pod, key func(*v1.Pod) rankKey) {
+	keys := make(map[*v1.Pod]rankKey, len(pods))
+	for _, p := range pods {
+		keys[p] = key(p)
+	}
 	slices.SortStableFunc(pods, func(a, b *v1.Pod) int {
-		for _, c := range cmps {
-			if r := c(a, b); r != 0 {
-				return r
-			}
+		ka, kb := keys[a], keys[b]
+		if c := compareTrueFirst(ka.noStats, kb.noStats); c != 0 {
+			return c
 		}
-		return 0
+		if c := compareTrueFirst(ka.exceeds, kb.exceeds); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka.priority, kb.priority); c != 0 {
+			return c
+		}
+		return cmp.Compare(kb.above, ka.above)
 	})
+}
+
+// usageKey ranks a pod on its usage of res against its request of res.
+func usageKey(pod *v1.Pod, usage int64, res v1.ResourceName) rankKey {
+	request := podRequest(pod, res)
+	return rankKey{
+		exceeds:  usage > request.Value(),
+		priority: corev1helpers.PodPriority(pod),
+		above:    usage - request.Value(),
+	}
+}
+
+func noStatsKey(pod *v1.Pod) rankKey {
+	return rankKey{noStats: true, priority: corev1helpers.PodPriority(pod)}
 }
 
 // rankMemoryPressure is upstream's order under memory pressure: pods whose
 // working set exceeds their memory request first, then lower priority
 // first, then the larger usage above the request first.
 func rankMemoryPressure(pods []*v1.Pod, stats podStatsFunc) {
-	usage := func(ps statsapi.PodStats, _ *v1.Pod) resource.Quantity { return memoryUsage(ps.Memory) }
-	orderBy(pods,
-		exceedsRequests(stats, usage, v1.ResourceMemory),
-		byPriority,
-		byUsageAboveRequest(stats, usage, v1.ResourceMemory))
+	rankBy(pods, func(pod *v1.Pod) rankKey {
+		ps, ok := stats(pod)
+		if !ok {
+			return noStatsKey(pod)
+		}
+		return usageKey(pod, int64(workingSet(ps.Memory)), v1.ResourceMemory)
+	})
 }
 
 // rankPIDPressure is upstream's order under PID pressure: lower priority
 // first, then the pod with more processes first.
 func rankPIDPressure(pods []*v1.Pod, stats podStatsFunc) {
-	orderBy(pods, byPriority, withStats(stats, func(a, b statsapi.PodStats) int {
-		return compareDesc(processCount(a), processCount(b))
-	}))
+	rankBy(pods, func(pod *v1.Pod) rankKey {
+		ps, ok := stats(pod)
+		if !ok {
+			return noStatsKey(pod)
+		}
+		return rankKey{priority: corev1helpers.PodPriority(pod), above: int64(processCount(ps))}
+	})
 }
 
 // diskMeasure says what of a pod's usage counts on a filesystem.
@@ -59,62 +94,18 @@ type diskMeasure struct {
 // some exceeds its request of none, and ranks by priority, then usage.
 func rankDiskPressure(m diskMeasure, res v1.ResourceName) rankFunc {
 	return func(pods []*v1.Pod, stats podStatsFunc) {
-		usage := func(ps statsapi.PodStats, pod *v1.Pod) resource.Quantity {
+		rankBy(pods, func(pod *v1.Pod) rankKey {
+			ps, ok := stats(pod)
+			if !ok {
+				return noStatsKey(pod)
+			}
 			bytes, inodes := podDiskUsage(ps, pod, m)
 			if res == resourceInodes {
-				return inodes
+				return usageKey(pod, int64(inodes), res)
 			}
-			return bytes
-		}
-		orderBy(pods, exceedsRequests(stats, usage, res), byPriority, byUsageAboveRequest(stats, usage, res))
+			return usageKey(pod, int64(bytes), res)
+		})
 	}
-}
-
-// withStats compares pods by their stats; a pod without stats goes first,
-// as upstream does.
-func withStats(stats podStatsFunc, cmp func(a, b statsapi.PodStats) int) cmpFunc {
-	return func(a, b *v1.Pod) int {
-		as, aok := stats(a)
-		bs, bok := stats(b)
-		if !aok || !bok {
-			return compareTrueFirst(!aok, !bok)
-		}
-		return cmp(as, bs)
-	}
-}
-
-type usageFunc func(ps statsapi.PodStats, pod *v1.Pod) resource.Quantity
-
-func exceedsRequests(stats podStatsFunc, usage usageFunc, res v1.ResourceName) cmpFunc {
-	return func(a, b *v1.Pod) int {
-		return withStats(stats, func(as, bs statsapi.PodStats) int {
-			ua, ub := usage(as, a), usage(bs, b)
-			ra, rb := podRequest(a, res), podRequest(b, res)
-			return compareTrueFirst(ua.Cmp(ra) > 0, ub.Cmp(rb) > 0)
-		})(a, b)
-	}
-}
-
-func byUsageAboveRequest(stats podStatsFunc, usage usageFunc, res v1.ResourceName) cmpFunc {
-	return func(a, b *v1.Pod) int {
-		return withStats(stats, func(as, bs statsapi.PodStats) int {
-			ua, ub := usage(as, a), usage(bs, b)
-			ua.Sub(podRequest(a, res))
-			ub.Sub(podRequest(b, res))
-			return ub.Cmp(ua)
-		})(a, b)
-	}
-}
-
-func byPriority(a, b *v1.Pod) int {
-	pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b)
-	switch {
-	case pa < pb:
-		return -1
-	case pa > pb:
-		return 1
-	}
-	return 0
 }
 
 // compareTrueFirst orders true before false.
@@ -126,16 +117,6 @@ func compareTrueFirst(a, b bool) int {
 		return -1
 	}
 	return 1
-}
-
-func compareDesc(a, b uint64) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
 }
 
 // podRequest is the pod's request of res as upstream's eviction sees it:
@@ -157,11 +138,11 @@ func podRequest(pod *v1.Pod, res v1.ResourceName) resource.Quantity {
 	return q
 }
 
-func memoryUsage(m *statsapi.MemoryStats) resource.Quantity {
+func workingSet(m *statsapi.MemoryStats) uint64 {
 	if m == nil || m.WorkingSetBytes == nil {
-		return resource.Quantity{Format: resource.BinarySI}
+		return 0
 	}
-	return *resource.NewQuantity(int64(*m.WorkingSetBytes), resource.BinarySI)
+	return *m.WorkingSetBytes
 }
 
 func processCount(ps statsapi.PodStats) uint64 {
@@ -185,7 +166,7 @@ func fsUsed(fs *statsapi.FsStats) (bytes, inodes uint64) {
 }
 
 // podDiskUsage sums what m measures of the pod's disk usage.
-func podDiskUsage(ps statsapi.PodStats, pod *v1.Pod, m diskMeasure) (bytes, inodes resource.Quantity) {
+func podDiskUsage(ps statsapi.PodStats, pod *v1.Pod, m diskMeasure) (bytes, inodes uint64) {
 	var b, i uint64
 	add := func(fs *statsapi.FsStats) {
 		fb, fi := fsUsed(fs)
@@ -207,7 +188,7 @@ func podDiskUsage(ps statsapi.PodStats, pod *v1.Pod, m diskMeasure) (bytes, inod
 			}
 		}
 	}
-	return *resource.NewQuantity(int64(b), resource.BinarySI), *resource.NewQuantity(int64(i), resource.DecimalSI)
+	return b, i
 }
 
 // localVolumeNames are the pod's volumes on the node's disk: hostPath and
