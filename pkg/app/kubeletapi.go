@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"net"
-	"path"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
@@ -57,10 +56,20 @@ type kubeletAPI struct {
 	loop       *kubelet.Kubelet
 	runtime    *kuberuntime.Manager
 	cri        internalapi.RuntimeService
-	images     internalapi.ImageManagerService
+	summary    *stats.Provider
 	node       *nodestatus.Controller
 	registries *metrics.Registries
 	cluster    *cluster
+}
+
+// statsOptions describe the node to the stats summary provider.
+func statsOptions(opts *config.Options, nodeName string) stats.Options {
+	cfg := opts.Config
+	return stats.Options{
+		NodeName: nodeName, RootDir: opts.RootDirectory, PodLogsDir: cfg.PodLogsDir,
+		KubeletCgroup: cfg.KubeletCgroups, RuntimeCgroup: opts.RuntimeCgroups, SystemCgroup: cfg.SystemCgroups,
+		PodCgroupRoot: podCgroupRoot(opts), VolumeStatsPeriod: cfg.VolumeStatsAggPeriod.Duration,
+	}
 }
 
 // start serves the kubelet API on address:port (and readOnlyPort when set) until ctx ends.
@@ -76,13 +85,7 @@ func (a kubeletAPI) start(ctx context.Context) error {
 	if a.cluster != nil {
 		deps.Client = a.cluster.clients.Kube
 	}
-	summary := stats.NewProvider(a.cri, a.images, stats.PodListerFunc(a.loop.Pods), stats.Options{
-		NodeName: a.nodeName, RootDir: a.opts.RootDirectory, PodLogsDir: cfg.PodLogsDir,
-		KubeletCgroup: cfg.KubeletCgroups, RuntimeCgroup: a.opts.RuntimeCgroups, SystemCgroup: cfg.SystemCgroups,
-		PodCgroupRoot: path.Join(cfg.CgroupRoot, "kubepods"), VolumeStatsPeriod: cfg.VolumeStatsAggPeriod.Duration,
-	})
-	go summary.Run(ctx)
-	deps.Stats, deps.MetricsResource = stats.NewSummaryHandler(summary), stats.NewResourceMetricsHandler(summary)
+	deps.Stats, deps.MetricsResource = stats.NewSummaryHandler(a.summary), stats.NewResourceMetricsHandler(a.summary)
 	// The server itself turns these off when enableDebuggingHandlers is false.
 	mountStreaming(&deps, streaming.New(streaming.Deps{
 		Pods: a.loop, RunningPods: a.runtime, Streaming: a.runtime, Runner: a.runtime,

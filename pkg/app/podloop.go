@@ -41,6 +41,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/prober/results"
 	"github.com/nodelet/nodelet/pkg/server"
 	"github.com/nodelet/nodelet/pkg/sources"
+	"github.com/nodelet/nodelet/pkg/stats"
 	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
@@ -114,12 +115,18 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	serving := servesKubeletAPI(cfg, cl)
 	declared := declaredFeatures(cfg, serving)
-	node, err := newNodeStatus(opts, nodeName, nodeIPs, declared, state, runtime, rs, recorder, podLEG, cl)
+	late := &lateBound{}
+	evictions, err := newEvictionManager(opts, nodeName, recorder, is, late)
+	if err != nil {
+		return err
+	}
+	node, err := newNodeStatus(opts, nodeName, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, cl)
 	if err != nil {
 		return err
 	}
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
-	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared})
+	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
+		PressureConditions: evictions.PressureConditions})
 	if err != nil {
 		return err
 	}
@@ -155,6 +162,11 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
 		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
+	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), statsOptions(opts, nodeName))
+	go summary.Run(ctx)
+	late.loop, late.summary = k, summary
+	evictions.Start(ctx)
+	startOOMWatcher(ctx, recorder, nodeName)
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
 		return err
 	}
@@ -162,8 +174,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return err
 	}
 	if serving {
-		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, cri: rs, images: is,
-			node: node, registries: registries, cluster: cl}
+		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, cri: rs,
+			summary: summary, node: node, registries: registries, cluster: cl}
 		if err := api.start(ctx); err != nil {
 			return err
 		}
@@ -183,7 +195,7 @@ func (f admitFunc) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, cl *cluster) (*nodestatus.Controller, error) {
+func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
 	o, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
 	if err != nil {
 		return nil, err
@@ -191,7 +203,7 @@ func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, decl
 	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
 		Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
-		ReadyChecks: []func() error{plegHealth(podLEG)},
+		ReadyChecks: []func() error{plegHealth(podLEG)}, Pressure: pressure,
 	}
 	if cl != nil {
 		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat

@@ -21,8 +21,8 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 // Reason is the evicted pod's status reason, and the reason of the Warning
@@ -435,7 +435,7 @@ func setPodCondition(status *v1.PodStatus, c v1.PodCondition, now metav1.Time) {
 // pods, and pods at system-critical priority.
 func isCriticalPod(pod *v1.Pod) bool {
 	const systemCriticalPriority = 2 * 1000000000
-	if sources.IsStaticPod(pod) || sources.IsMirrorPod(pod) {
+	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
