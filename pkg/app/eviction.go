@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/eviction"
+	"github.com/nodelet/nodelet/pkg/imagegc"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/stats"
@@ -26,6 +27,7 @@ var errNotReady = errors.New("the pod loop is not started yet")
 type lateBound struct {
 	loop    *kubelet.Kubelet
 	summary *stats.Provider
+	images  *imagegc.Manager
 }
 
 func (l *lateBound) summaryOf(ctx context.Context) (*statsapi.Summary, error) {
@@ -60,6 +62,13 @@ func (l *lateBound) deleteUnusedContainers(ctx context.Context) error {
 	return l.loop.DeleteAllUnusedContainers(ctx)
 }
 
+func (l *lateBound) deleteUnusedImages(ctx context.Context) error {
+	if l.images == nil {
+		return errNotReady
+	}
+	return l.images.DeleteUnusedImages(ctx)
+}
+
 // podCgroupRoot is the cgroup holding every pod, for stats and eviction.
 func podCgroupRoot(cfg *config.Options) string {
 	return path.Join(cfg.Config.CgroupRoot, "kubepods")
@@ -75,6 +84,7 @@ func newEvictionManager(opts *config.Options, nodeName string, recorder record.E
 	return eviction.NewManager(cfg, eviction.Deps{
 		Summary: late.summaryOf, ActivePods: late.activePods, KillPod: late.killPod,
 		PodCleanedUp: late.podCleanedUp, DeleteAllUnusedContainers: late.deleteUnusedContainers,
+		DeleteUnusedImages:  late.deleteUnusedImages,
 		HasDedicatedImageFs: eviction.ImageFsOnOwnDevice(images, opts.RootDirectory),
 		Recorder:            recorder, NodeRef: nodeRef(nodeName),
 	})
@@ -91,4 +101,28 @@ func startOOMWatcher(ctx context.Context, recorder record.EventRecorder, nodeNam
 	if err := oomwatcher.Start(ctx, recorder, nodeRef(nodeName)); err != nil {
 		klog.InfoS("Not watching for system OOM kills", "err", err)
 	}
+}
+
+// startImageGC collects unused images by the imageGC* settings (every 5 minutes), keeping
+// the runtime's sandbox image.
+func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string) (*imagegc.Manager, error) {
+	cfg := opts.Config
+	var sandboxImage string
+	if st, err := rs.Status(ctx, true); err == nil {
+		sandboxImage = imagegc.SandboxImageFromStatus(st)
+	}
+	gc, err := imagegc.New(imagegc.Options{
+		Images: is, Containers: rs, FsStats: imagegc.CRIImageFs{Images: is},
+		Policy: imagegc.Policy{
+			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
+			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
+		},
+		SandboxImage: sandboxImage, Recorder: recorder, NodeRef: nodeRef(nodeName),
+	})
+	if err != nil {
+		return nil, err
+	}
+	gc.Start(ctx)
+	gc.StartGarbageCollection(ctx)
+	return gc, nil
 }

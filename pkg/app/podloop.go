@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/dns"
 	"github.com/nodelet/nodelet/pkg/events"
+	"github.com/nodelet/nodelet/pkg/imagegc"
 	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
@@ -164,7 +165,12 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), statsOptions(opts, nodeName))
 	go summary.Run(ctx)
-	late.loop, late.summary = k, summary
+	images, err := startImageGC(ctx, opts, rs, is, recorder, nodeName)
+	if err != nil {
+		return err
+	}
+	registries.Kubelet.MustRegister(imagegc.ImageGarbageCollectedTotal)
+	late.loop, late.summary, late.images = k, summary, images
 	evictions.Start(ctx)
 	startOOMWatcher(ctx, recorder, nodeName)
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
