@@ -131,13 +131,13 @@ func TestCommandLineErrors(t *testing.T) {
 }
 
 func TestUnimplementedFlagsWarnOnce(t *testing.T) {
-	cl, _, err := parse(t, "--image-gc-high-threshold=90", "--max-pods=50", "--max-pods=60", "--container-runtime-endpoint=unix:///x")
+	cl, _, err := parse(t, "--cpu-manager-policy=static", "--max-pods=50", "--max-pods=60", "--container-runtime-endpoint=unix:///x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := cl.Warnings()
 	joined := strings.Join(w, "\n")
-	if !strings.Contains(joined, "--image-gc-high-threshold has been deprecated, set imageGCHighThresholdPercent in the --config file instead; it is accepted for compatibility but not implemented") {
+	if !strings.Contains(joined, "--cpu-manager-policy has been deprecated, set cpuManagerPolicy in the --config file instead; it is accepted for compatibility but not implemented") {
 		t.Errorf("no warning for an unimplemented flag: %q", w)
 	}
 	if strings.Count(joined, "--max-pods") != 1 {
@@ -203,13 +203,13 @@ func TestGarbageCollectionFlags(t *testing.T) {
 
 func TestUnimplementedFileFieldsWarnOnceUnlessDefault(t *testing.T) {
 	dir := t.TempDir()
-	cfgFile := writeFile(t, dir, "c.yaml", header+"cgroupDriver: cgroupfs\nmaxPods: 20\nimageGCHighThresholdPercent: 90\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n")
+	cfgFile := writeFile(t, dir, "c.yaml", header+"cgroupDriver: cgroupfs\nmaxPods: 20\ncpuManagerPolicy: static\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n")
 	cl, _, err := parse(t, "--config="+cfgFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := strings.Join(cl.Warnings(), "\n")
-	if !strings.Contains(joined, "not implemented by nodelet yet; they have no effect: imageGCHighThresholdPercent, memorySwap") {
+	if !strings.Contains(joined, "not implemented by nodelet yet; they have no effect: cpuManagerPolicy, memorySwap") {
 		t.Errorf("warnings %q", joined)
 	}
 	if strings.Contains(joined, "cgroupDriver") || strings.Contains(joined, "maxPods") || strings.Contains(joined, "authentication") {
