@@ -27,7 +27,7 @@
 #   NODELET_RUN_DIR=/run/nodelet-dev | /run/nodelet-dev2
 #                                            sockets, pid file, runc state (and, for
 #                                            containerd2, shim sockets: at most 40 chars)
-#   NODELET_CACHE_DIR=/var/cache/nodelet     crictl, containerd-<version>/bin (survive down)
+#   NODELET_CACHE_DIR=/var/cache/nodelet     crictl, containerd-<v>/bin, runc-<v>/bin (kept)
 #   NODELET_BRIDGE=nodelet0 | nodeletc2      pod bridge
 #   NODELET_POD_CIDR=10.88.0.0/24 | 10.92.0.0/24   pod subnet
 #   NODELET_RUNTIME_TIMEOUT=60               seconds to wait for containerd to answer
@@ -73,11 +73,13 @@ CNI_BIN_DIR=/usr/lib/cni
 DEAD_PROXY=http://127.0.0.1:9
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables iproute2)
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH=$PATH:$SYS_PATH:/usr/local/go/bin
 
 # The containerd2 flavour runs containerd 2.x and a recent runc, both built from the Go
 # module proxy (hack/tools/containerd2, hack/tools/runc: their go.mod pins the versions)
 # into the cache. Debian's runc 1.1.5 runs ordinary pods under containerd 2 but lacks
 # idmapped mounts, so user namespace pods (hostUsers: false) fail with it.
+
 # mod_version DIR MODULE: the version DIR/go.mod requires of MODULE.
 mod_version() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 }' "$1/go.mod"; }
 C2_MOD=$ROOT/hack/tools/containerd2
@@ -203,8 +205,8 @@ build_cached() {
 	exec 8>&-
 }
 
-# As containerd's Makefile (static, CGO off; the shim without gRPC), minus the
-# snapshotters that need C headers or tools we do not have.
+# Like containerd's Makefile (its tags; the shim without gRPC), but with CGO off for all
+# three and without the btrfs, devmapper and zfs snapshotters (C headers, tools we lack).
 build_containerd2() {
 	local pkg=github.com/containerd/containerd/v2 tags=urfave_cli_no_docs,no_btrfs,no_devmapper,no_zfs ld
 	ld="-s -w -X $pkg/version.Version=$C2_VERSION -X $pkg/version.Package=$pkg"
