@@ -8,7 +8,7 @@ CACHE_DIR ?= /var/cache/nodelet
 STATICCHECK_VERSION ?= v0.8.2
 export PATH := $(CACHE_DIR)/bin:$(PATH)
 
-.PHONY: build test test-unit test-e2e lint runtime-up runtime-down controlplane-up controlplane-down bench demo demo-cluster clean
+.PHONY: build test test-unit test-e2e lint runtime-up runtime-down runtime2-up runtime2-down controlplane-up controlplane-down bench demo demo-cluster clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/nodelet
@@ -39,6 +39,14 @@ runtime-up:
 
 runtime-down:
 	@hack/runtime.sh down
+
+# The second flavour: containerd 2.x and runc built from the Go module proxy (cached;
+# docs/runtimes.md), on its own socket, state and bridge.
+runtime2-up:
+	@NODELET_RUNTIME=containerd2 hack/runtime.sh up
+
+runtime2-down:
+	@NODELET_RUNTIME=containerd2 hack/runtime.sh down
 
 # A real etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1
 # (docs/controlplane.md); prints KUBECONFIG=... The first run builds them (cached).

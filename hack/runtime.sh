@@ -12,16 +12,28 @@
 #   hack/runtime.sh start    start it again with the same config, wait until it answers
 #   hack/runtime.sh env      print the CONTAINER_RUNTIME_ENDPOINT=... line
 #   hack/runtime.sh status   say whether it is running (exit 0 if running, 3 if not)
+#   hack/runtime.sh check    report the runtime's version, RuntimeConfig (cgroup driver)
+#                            and GetContainerEvents stream, with one short-lived test
+#                            container (hack/cricheck; events required for containerd2)
 #   hack/runtime.sh crictl ARGS...   run crictl against this runtime
 #   hack/runtime.sh ctr ARGS...      run ctr (namespace k8s.io) against this runtime
 #
-# Environment (defaults):
-#   NODELET_STATE_DIR=/var/lib/nodelet-dev   containerd root/state, config, CNI, images, log
-#   NODELET_RUN_DIR=/run/nodelet-dev         sockets, pid file, runc state
-#   NODELET_CACHE_DIR=/var/cache/nodelet     crictl binary (survives down)
-#   NODELET_BRIDGE=nodelet0                  pod bridge
-#   NODELET_POD_CIDR=10.88.0.0/24            pod subnet
+# Environment (defaults for the containerd / containerd2 flavour):
+#   NODELET_RUNTIME=containerd               containerd: Debian's containerd 1.6 and runc;
+#                                            containerd2: containerd 2.x built from the Go
+#                                            module proxy (hack/tools/containerd2), cached
+#   NODELET_STATE_DIR=/var/lib/nodelet-dev | /var/lib/nodelet-dev2
+#                                            containerd root/state, config, CNI, images, log
+#   NODELET_RUN_DIR=/run/nodelet-dev | /run/nodelet-dev2
+#                                            sockets, pid file, runc state (and, for
+#                                            containerd2, shim sockets: at most 40 chars)
+#   NODELET_CACHE_DIR=/var/cache/nodelet     crictl, containerd-<v>/bin, runc-<v>/bin (kept)
+#   NODELET_BRIDGE=nodelet0 | nodeletc2      pod bridge
+#   NODELET_POD_CIDR=10.88.0.0/24 | 10.92.0.0/24   pod subnet
 #   NODELET_RUNTIME_TIMEOUT=60               seconds to wait for containerd to answer
+#
+# A state directory holds one flavour at a time: `up` refuses to switch a rig that is
+# still there to the other flavour (run `down` first).
 #
 # Nothing leaves the machine: containerd runs with HTTP(S)_PROXY pointing at a closed
 # loopback port (an image pull fails at once; 127.0.0.1/localhost are exempt so a local
@@ -29,11 +41,20 @@
 # forwarding between the pod bridge and any other interface.
 set -euo pipefail
 
-STATE_DIR=${NODELET_STATE_DIR:-/var/lib/nodelet-dev}
-RUN_DIR=${NODELET_RUN_DIR:-/run/nodelet-dev}
+FLAVOUR=${NODELET_RUNTIME:-containerd}
+case $FLAVOUR in
+containerd) def_state=/var/lib/nodelet-dev def_run=/run/nodelet-dev def_bridge=nodelet0 def_cidr=10.88.0.0/24 ;;
+containerd2) def_state=/var/lib/nodelet-dev2 def_run=/run/nodelet-dev2 def_bridge=nodeletc2 def_cidr=10.92.0.0/24 ;;
+*)
+	echo "runtime.sh: error: NODELET_RUNTIME must be containerd or containerd2, not '$FLAVOUR'" >&2
+	exit 2
+	;;
+esac
+STATE_DIR=${NODELET_STATE_DIR:-$def_state}
+RUN_DIR=${NODELET_RUN_DIR:-$def_run}
 CACHE_DIR=${NODELET_CACHE_DIR:-/var/cache/nodelet}
-BRIDGE=${NODELET_BRIDGE:-nodelet0}
-POD_CIDR=${NODELET_POD_CIDR:-10.88.0.0/24}
+BRIDGE=${NODELET_BRIDGE:-$def_bridge}
+POD_CIDR=${NODELET_POD_CIDR:-$def_cidr}
 TIMEOUT=${NODELET_RUNTIME_TIMEOUT:-60}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +74,32 @@ DEAD_PROXY=http://127.0.0.1:9
 PACKAGES=(containerd runc containernetworking-plugins busybox-static iptables iproute2)
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH=$PATH:$SYS_PATH:/usr/local/go/bin
+
+# The containerd2 flavour runs containerd 2.x and a recent runc, both built from the Go
+# module proxy (hack/tools/containerd2, hack/tools/runc: their go.mod pins the versions)
+# into the cache. Debian's runc 1.1.5 runs ordinary pods under containerd 2 but lacks
+# idmapped mounts, so user namespace pods (hostUsers: false) fail with it.
+
+# mod_version DIR MODULE: the version DIR/go.mod requires of MODULE.
+mod_version() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 }' "$1/go.mod"; }
+C2_MOD=$ROOT/hack/tools/containerd2
+C2_VERSION=$(mod_version "$C2_MOD" github.com/containerd/containerd/v2)
+C2_BIN=$CACHE_DIR/containerd-$C2_VERSION/bin
+RUNC_MOD=$ROOT/hack/tools/runc
+RUNC_VERSION=$(mod_version "$RUNC_MOD" github.com/opencontainers/runc)
+RUNC_BIN=$CACHE_DIR/runc-$RUNC_VERSION/bin
+if [ "$FLAVOUR" = containerd2 ]; then
+	# runc needs cgo and libseccomp's headers; Debian's runc and containerd are not used.
+	PACKAGES=(containernetworking-plugins busybox-static iptables iproute2 gcc libc6-dev pkg-config libseccomp-dev)
+	CONTAINERD=$C2_BIN/containerd
+	CTR=$C2_BIN/ctr
+	# containerd finds its shim on PATH: ours must come before Debian's.
+	DAEMON_PATH=$C2_BIN:$SYS_PATH
+else
+	CONTAINERD=containerd
+	CTR=ctr
+	DAEMON_PATH=$SYS_PATH
+fi
 GO=${GO:-go}
 
 # stdout carries only the result line(s); everything else goes to stderr.
@@ -67,6 +114,10 @@ check_dirs() {
 		[[ $d == /?* && $d != *[[:space:]]* && $(realpath -m "$d") != / ]] ||
 			die "bad directory '$d' (must be absolute, not /, without spaces)"
 	done
+	# containerd 2 refuses a shim socket directory longer than 42 bytes.
+	if [ "$FLAVOUR" = containerd2 ] && [ ${#RUN_DIR} -gt 40 ]; then
+		die "NODELET_RUN_DIR '$RUN_DIR' is too long for containerd 2's shim sockets (max 40 chars)"
+	fi
 }
 
 need_root() { [ "$(id -u)" = 0 ] || die "must run as root"; }
@@ -81,7 +132,7 @@ lock() {
 
 CRICTL_CONFIG=$STATE_DIR/crictl.yaml
 crictl_() { "$CRICTL" --config "$CRICTL_CONFIG" "$@"; }
-ctr_() { ctr -a "$SOCK" -n k8s.io "$@"; }
+ctr_() { "$CTR" -a "$SOCK" -n k8s.io "$@"; }
 
 # ---------------------------------------------------------------- packages, tools
 
@@ -117,6 +168,64 @@ ensure_crictl() {
 		"sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION")
 }
 
+# cached DIR NAMES...: whether DIR holds an executable for every NAME.
+cached() {
+	local dir=$1 n
+	shift
+	for n in "$@"; do
+		[ -x "$dir/$n" ] || return 1
+	done
+}
+
+# build_cached WHAT VERSION BIN BUILD_FN NAMES...: unless BIN holds all NAMES, run
+# `BUILD_FN TMPDIR` and move what it built into BIN. One build per BIN at a time (a
+# second `up` waits for the first), and nothing half-built ever lands in BIN.
+build_cached() {
+	local what=$1 version=$2 bin=$3 fn=$4 tmp start
+	shift 4
+	cached "$bin" "$@" && return 0
+	[ -n "$version" ] || die "cannot read the $what version from hack/tools/*/go.mod"
+	command -v "$GO" >/dev/null || die "go not found (needed to build $what $version)"
+	mkdir -p "$(dirname "$bin")"
+	exec 8>"$bin.lock"
+	flock 8
+	if ! cached "$bin" "$@"; then
+		log "building $what $version into $bin"
+		start=$EPOCHREALTIME
+		tmp=$(mktemp -d "$(dirname "$bin")/.build.XXXXXX")
+		if ! (export GOWORK=off GOFLAGS=-buildvcs=false && "$fn" "$tmp"); then
+			rm -rf "$tmp"
+			die "building $what $version failed"
+		fi
+		mkdir -p "$bin"
+		mv -f "$tmp"/* "$bin/"
+		rmdir "$tmp"
+		log "built $what $version in $(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.0fs", e - s }')"
+	fi
+	exec 8>&-
+}
+
+# Like containerd's Makefile (its tags; the shim without gRPC), but with CGO off for all
+# three and without the btrfs, devmapper and zfs snapshotters (C headers, tools we lack).
+build_containerd2() {
+	local pkg=github.com/containerd/containerd/v2 tags=urfave_cli_no_docs,no_btrfs,no_devmapper,no_zfs ld
+	ld="-s -w -X $pkg/version.Version=$C2_VERSION -X $pkg/version.Package=$pkg"
+	cd "$C2_MOD" &&
+		CGO_ENABLED=0 "$GO" build -trimpath -tags "$tags" -ldflags "$ld" -o "$1/" "$pkg/cmd/containerd" "$pkg/cmd/ctr" &&
+		CGO_ENABLED=0 "$GO" build -trimpath -tags "$tags,no_grpc" -ldflags "$ld" -o "$1/" "$pkg/cmd/containerd-shim-runc-v2"
+}
+
+# As runc's Makefile (cgo for nsenter, seccomp), without libpathrs: Debian 12 lacks it.
+build_runc() {
+	cd "$RUNC_MOD" &&
+		CGO_ENABLED=1 "$GO" build -trimpath -buildmode=pie -tags seccomp,urfave_cli_no_docs -o "$1/" github.com/opencontainers/runc
+}
+
+ensure_containerd2() {
+	build_cached containerd "$C2_VERSION" "$C2_BIN" build_containerd2 containerd containerd-shim-runc-v2 ctr
+	build_cached runc "$RUNC_VERSION" "$RUNC_BIN" build_runc runc
+}
+
 # ---------------------------------------------------------------- config files
 
 # write_if_changed FILE < content: atomic (temp + rename); status 0 if the file
@@ -134,6 +243,11 @@ write_if_changed() {
 }
 
 containerd_config() {
+	if [ "$FLAVOUR" = containerd2 ]; then containerd2_config; else containerd1_config; fi
+}
+
+# containerd 1.6: config version 2, the CRI plugin is io.containerd.grpc.v1.cri.
+containerd1_config() {
 	cat <<EOF
 # Written by hack/runtime.sh; changes are overwritten.
 version = 2
@@ -185,6 +299,79 @@ oom_score = 0
 
     [plugins."io.containerd.grpc.v1.cri".registry]
       config_path = "$STATE_DIR/certs.d"
+EOF
+}
+
+# containerd 2.x: config version 3 (read by every 2.x; 2.3+ migrates it in memory). The
+# CRI settings moved: runtime ones to io.containerd.cri.v1.runtime, image ones (sandbox
+# image, snapshotter, registry) to io.containerd.cri.v1.images; io.containerd.grpc.v1.cri
+# keeps only the streaming server. NRI is off: its socket would be one per machine.
+containerd2_config() {
+	cat <<EOF
+# Written by hack/runtime.sh; changes are overwritten.
+version = 3
+root = "$STATE_DIR/root"
+state = "$STATE_DIR/state"
+oom_score = 0
+
+[grpc]
+  address = "$SOCK"
+
+[ttrpc]
+  address = "$SOCK.ttrpc"
+
+[debug]
+  address = "$RUN_DIR/containerd-debug.sock"
+  level = "info"
+
+[metrics]
+  address = ""
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$STATE_DIR/opt"
+
+  [plugins."io.containerd.shim.v1.manager"]
+    socket_dir = "$RUN_DIR/s"
+
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = true
+
+  [plugins."io.containerd.grpc.v1.cri"]
+    disable_tcp_service = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+
+    [plugins."io.containerd.cri.v1.images".registry]
+      config_path = "$STATE_DIR/certs.d"
+
+  [plugins."io.containerd.cri.v1.runtime"]
+    # Root here lacks CAP_SYS_RESOURCE: without this every RunPodSandbox fails.
+    restrict_oom_score_adj = true
+    disable_apparmor = true
+    netns_mounts_under_state_dir = true
+
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$RUN_DIR/runc"
+          BinaryName = "$RUNC_BIN/runc"
+
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["$CNI_BIN_DIR"]
+      conf_dir = "$CNI_CONF_DIR"
+      max_conf_num = 1
 EOF
 }
 
@@ -288,7 +475,7 @@ answers() {
 		# The CRI service, not just containerd's own API, must be up.
 		"$CRICTL" --config "$CRICTL_CONFIG" -r "$ENDPOINT" -t 3s version >/dev/null 2>&1
 	else
-		timeout 5 ctr -a "$SOCK" version >/dev/null 2>&1
+		timeout 5 "$CTR" -a "$SOCK" version >/dev/null 2>&1
 	fi
 }
 
@@ -298,16 +485,16 @@ start_containerd() {
 		log "containerd already running (pid $pid)"
 	else
 		[ -f "$CONFIG" ] || die "no config at $CONFIG: run '$0 up' first"
-		command -v containerd >/dev/null || die "containerd not installed: run '$0 up'"
+		command -v "$CONTAINERD" >/dev/null || die "$CONTAINERD not installed: run '$0 up'"
 		mkdir -p "$RUN_DIR"
 		rm -f "$SOCK" "$SOCK.ttrpc" "$RUN_DIR/containerd-debug.sock"
 		log "starting containerd (log: $LOG)"
 		(
 			exec 3>&- 9>&-
-			exec setsid env -u ALL_PROXY -u all_proxy PATH="$SYS_PATH" \
+			exec setsid env -u ALL_PROXY -u all_proxy PATH="$DAEMON_PATH" \
 				HTTP_PROXY="$DEAD_PROXY" HTTPS_PROXY="$DEAD_PROXY" http_proxy="$DEAD_PROXY" https_proxy="$DEAD_PROXY" \
 				NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1 \
-				containerd --config "$CONFIG" </dev/null >>"$LOG" 2>&1
+				"$CONTAINERD" --config "$CONFIG" </dev/null >>"$LOG" 2>&1
 		) &
 		pid=$!
 		echo "$pid" >"$PIDFILE"
@@ -470,12 +657,36 @@ import_images() {
 
 # ---------------------------------------------------------------- commands
 
+# rig_flavour: the flavour of the rig in STATE_DIR, empty if there is none (a rig set up
+# before flavours existed has a config but no marker: it is containerd 1.6's).
+rig_flavour() {
+	if [ -f "$STATE_DIR/flavour" ]; then
+		cat "$STATE_DIR/flavour"
+	elif [ -f "$CONFIG" ]; then
+		echo containerd
+	fi
+}
+
+# check_flavour: refuse to turn one flavour's rig into the other's under its pods.
+check_flavour() {
+	local have
+	have=$(rig_flavour)
+	[ -z "$have" ] || [ "$have" = "$FLAVOUR" ] ||
+		die "$STATE_DIR holds a $have rig, not $FLAVOUR: take it down first" \
+			"(NODELET_RUNTIME=$have $0 down) or choose other NODELET_STATE_DIR/NODELET_RUN_DIR"
+}
+
 cmd_up() {
 	need_root
 	lock
+	check_flavour
 	ensure_packages
 	ensure_crictl
+	if [ "$FLAVOUR" = containerd2 ]; then
+		ensure_containerd2
+	fi
 	mkdir -p "$STATE_DIR" "$RUN_DIR" "$CNI_CONF_DIR" "$STATE_DIR/certs.d" "$IMAGES_DIR"
+	echo "$FLAVOUR" | write_if_changed "$STATE_DIR/flavour" || true
 	local config_changed=
 	containerd_config | write_if_changed "$CONFIG" && config_changed=1
 	cni_config | write_if_changed "$CNI_CONF_DIR/10-nodelet.conflist" && log "wrote CNI config"
@@ -525,8 +736,15 @@ cmd_stop() {
 cmd_start() {
 	need_root
 	lock
+	check_flavour
 	start_containerd
 	echo "CONTAINER_RUNTIME_ENDPOINT=$ENDPOINT" >&3
+}
+
+cmd_check() {
+	local require=()
+	[ "$FLAVOUR" = containerd2 ] && require=(-require-events)
+	(cd "$ROOT" && "$GO" run ./hack/cricheck -endpoint "$ENDPOINT" "${require[@]}") >&3
 }
 
 cmd_status() {
@@ -552,8 +770,9 @@ stop) cmd_stop ;;
 start) cmd_start ;;
 env) echo "CONTAINER_RUNTIME_ENDPOINT=$ENDPOINT" >&3 ;;
 status) cmd_status ;;
+check) cmd_check ;;
 crictl) exec "$CRICTL" --config "$CRICTL_CONFIG" -r "$ENDPOINT" -i "$ENDPOINT" "$@" >&3 3>&- ;;
-ctr) exec ctr -a "$SOCK" -n k8s.io "$@" >&3 3>&- ;;
+ctr) exec "$CTR" -a "$SOCK" -n k8s.io "$@" >&3 3>&- ;;
 *)
 	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}" >&2
 	exit 2
