@@ -24,11 +24,24 @@ import (
 // isolatedRig is a second containerd (its own socket, state, bridge and pod subnet) for
 // tests that run the nodelet binary: a kubelet kills every pod in its runtime that no
 // source asks for, so nodelet processes must not share a runtime with the library tests.
-var isolatedRig = []string{
-	"NODELET_STATE_DIR=/var/lib/nodelet-e2e",
-	"NODELET_RUN_DIR=/run/nodelet-e2e",
-	"NODELET_BRIDGE=nodelet1",
-	"NODELET_POD_CIDR=10.89.0.0/24",
+var isolatedRig = isolatedRigFor(os.Getenv("NODELET_RUNTIME"))
+
+// isolatedRigFor: the containerd2 flavour gets its own rig (a state dir holds one flavour).
+func isolatedRigFor(flavour string) []string {
+	if flavour == "containerd2" {
+		return []string{
+			"NODELET_STATE_DIR=/var/lib/nodelet-e2e2",
+			"NODELET_RUN_DIR=/run/nodelet-e2e2",
+			"NODELET_BRIDGE=nodeletc2e",
+			"NODELET_POD_CIDR=10.91.0.0/24",
+		}
+	}
+	return []string{
+		"NODELET_STATE_DIR=/var/lib/nodelet-e2e",
+		"NODELET_RUN_DIR=/run/nodelet-e2e",
+		"NODELET_BRIDGE=nodelet1",
+		"NODELET_POD_CIDR=10.89.0.0/24",
+	}
 }
 
 // isolatedEndpoint is set by TestMain once the isolated rig is up.
