@@ -271,7 +271,8 @@ func writeNoContainers(w *writer, path string, i int) error {
 func writeNegative(w *writer, path string, i int) error {
 	c := fmt.Sprintf("  - name: app\n    image: %s\n", w.o.Image)
 	specs := []string{
-		"  terminationGracePeriodSeconds: -5\n  containers:\n" + c,
+		// Not terminationGracePeriodSeconds: upstream's defaulting turns a negative one into 1.
+		"  containers:\n" + c + "    startupProbe: {exec: {command: [\"true\"]}, initialDelaySeconds: -2}\n",
 		"  activeDeadlineSeconds: -1\n  containers:\n" + c,
 		"  containers:\n" + c + "    ports: [{containerPort: -80}]\n",
 		"  containers:\n" + c + "    resources: {limits: {cpu: \"-1\", memory: \"-5Mi\"}}\n",
