@@ -9,11 +9,18 @@
 #   UPSTREAM_KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet   built when missing
 #   NODELET_BENCH_LOCK=/run/nodelet-shared.lock   held while the kubelets use the shared
 #                      control plane; set it empty when running under that lock already
+#   KUBECTL=/var/cache/nodelet/k8s-v1.37.2/bin/kubectl   for the exec round trips
 #   BENCH_ROUNDS=7 BENCH_BATCH_ROUNDS=5 BENCH_IDLE=60s
+#   BENCH_API_PODS=100 (0: no kubelet API figures) BENCH_API_CLIENTS=4 BENCH_API_ROUNDS=2
+#   BENCH_API_WINDOW=10s BENCH_EXEC_RUNS=11
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== cluster mode: nodelet vs upstream's kubelet, API create → Ready; 20 pods; RSS and idle CPU =="
+echo "== cluster mode: nodelet vs upstream's kubelet, API create → Ready; 20 pods; RSS and idle CPU;" \
+	"kubelet API /pods, /stats/summary and kubectl exec with ${BENCH_API_PODS:-100} pods =="
 exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
+	-kubectl "${KUBECTL:-/var/cache/nodelet/k8s-v1.37.2/bin/kubectl}" \
 	-lock "${NODELET_BENCH_LOCK-/run/nodelet-shared.lock}" \
-	-rounds "${BENCH_ROUNDS:-7}" -batch-rounds "${BENCH_BATCH_ROUNDS:-5}" -pods 20 -idle "${BENCH_IDLE:-60s}"
+	-rounds "${BENCH_ROUNDS:-7}" -batch-rounds "${BENCH_BATCH_ROUNDS:-5}" -pods 20 -idle "${BENCH_IDLE:-60s}" \
+	-api-pods "${BENCH_API_PODS:-100}" -api-clients "${BENCH_API_CLIENTS:-4}" -api-rounds "${BENCH_API_ROUNDS:-2}" \
+	-api-window "${BENCH_API_WINDOW:-10s}" -exec-runs "${BENCH_EXEC_RUNS:-11}"

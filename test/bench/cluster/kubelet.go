@@ -30,8 +30,10 @@ type kubelet struct {
 	dir       string
 	// cgroupRoot is the kubelet's cgroupRoot, without the leading slash.
 	cgroupRoot string
-	cmd        *exec.Cmd
-	done       chan struct{}
+	// port is where it serves the kubelet API (HTTPS), picked free at start.
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 func (k *kubelet) rootDir() string    { return filepath.Join(k.dir, "root") }
@@ -41,13 +43,16 @@ func (k *kubelet) configFile() string { return filepath.Join(k.dir, "config.yaml
 func (k *kubelet) kubeconfig() string { return filepath.Join(k.dir, "kubelet.kubeconfig") }
 
 // config is the KubeletConfiguration both kubelets get, with their own paths and ports.
-// The fields nodelet does not act on yet (failCgroupV1, port, ...) it accepts with a
-// warning; they are there so that both read the same file.
-func (k *kubelet) config(enableServer bool) (string, error) {
+// The fields nodelet does not act on (failCgroupV1, ...) it accepts with a warning; they
+// are there so that both read the same file. The kubelet API trusts client certificates
+// of the control plane's CA (clientCAFile) and asks the API server about bearer tokens
+// and every request's authorization: the v1beta1 defaults, written out.
+func (k *kubelet) config(enableServer bool, clientCAFile string) (string, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return "", err
 	}
+	k.port = ports[0]
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: %s
@@ -61,8 +66,17 @@ readOnlyPort: 0
 healthzPort: %d
 podLogsDir: %s
 volumePluginDir: %s
+authentication:
+  x509:
+    clientCAFile: %s
+  webhook:
+    enabled: true
+  anonymous:
+    enabled: false
+authorization:
+  mode: Webhook
 `, k.rig.endpoint, k.cgroupRoot, enableServer, ports[0], ports[1], k.logsDir(),
-		filepath.Join(k.rootDir(), "volume-plugins")), nil
+		filepath.Join(k.rootDir(), "volume-plugins"), clientCAFile), nil
 }
 
 // freePorts asks the kernel for n unused loopback ports: the machine runs other
@@ -81,7 +95,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 // start writes the config and runs the kubelet with the command line both accept.
-func (k *kubelet) start(enableServer bool, verbosity int, extraArgs []string) error {
+func (k *kubelet) start(enableServer bool, clientCAFile string, verbosity int, extraArgs []string) error {
 	for _, d := range []string{k.rootDir(), k.logsDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -90,7 +104,7 @@ func (k *kubelet) start(enableServer bool, verbosity int, extraArgs []string) er
 	if err := k.makeCgroupRoot(); err != nil {
 		return err
 	}
-	cfg, err := k.config(enableServer)
+	cfg, err := k.config(enableServer, clientCAFile)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,12 @@
 //  1. API create → pod Ready (one pod), median of -rounds;
 //  2. -pods pods created at once → all Ready, and deleted at once → all gone from the API,
 //     medians of -batch-rounds;
-//  3. each kubelet's RSS and CPU over an idle window with -pods pods running.
+//  3. each kubelet's RSS and CPU over an idle window with -pods pods running;
+//  4. with -api-pods pods on each node, the kubelet API: requests per second and p50/p99
+//     latency of GET /pods and GET /stats/summary (-api-clients clients for -api-window,
+//     -api-rounds times, straight to the kubelet's HTTPS port with the control plane's
+//     apiserver-kubelet-client certificate), and the `kubectl exec POD -- true` round trip
+//     through the API server, median and p90 of -exec-runs (see api.go).
 //
 // For context it also prints the containerd floor (the same pods started by direct CRI
 // calls, which no kubelet can beat), each kubelet's share above it, the CPU each kubelet
@@ -52,10 +57,11 @@ import (
 )
 
 type options struct {
-	repo, nodeletBin, upstreamBin, lock, nodeletArgs string
-	rounds, batchRounds, pods, verbosity             int
-	settle, idleSettle, idle                         time.Duration
-	upstreamServer, keepLogs                         bool
+	repo, nodeletBin, upstreamBin, kubectlBin, lock, nodeletArgs string
+	rounds, batchRounds, pods, verbosity                         int
+	apiPods, apiClients, apiRounds, execRuns                     int
+	settle, idleSettle, idle, apiWindow                          time.Duration
+	server, keepLogs                                             bool
 }
 
 // The rigs: state, run dirs, bridges and subnets no other rig on these machines uses.
@@ -78,7 +84,13 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 3*time.Second, "pause after each step, so one kubelet's clean-up does not overlap the other's measurement")
 	flag.DurationVar(&o.idleSettle, "idle-settle", 20*time.Second, "pause between the idle pods being Ready and the idle window")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "idle window for CPU and RSS")
-	flag.BoolVar(&o.upstreamServer, "upstream-server", true, "enableServer for both (upstream then serves its kubelet API on a free port; nodelet has none yet)")
+	flag.StringVar(&o.kubectlBin, "kubectl", "/var/cache/nodelet/k8s-v1.37.2/bin/kubectl", "kubectl for the exec round trips")
+	flag.IntVar(&o.apiPods, "api-pods", 100, "pods on each node for the kubelet API figures (0: no API figures)")
+	flag.IntVar(&o.apiClients, "api-clients", 4, "concurrent clients of each kubelet API window")
+	flag.IntVar(&o.apiRounds, "api-rounds", 2, "windows per kubelet and endpoint (alternating which kubelet goes first)")
+	flag.DurationVar(&o.apiWindow, "api-window", 10*time.Second, "length of one kubelet API window")
+	flag.IntVar(&o.execRuns, "exec-runs", 11, "kubectl exec round trips per kubelet")
+	flag.BoolVar(&o.server, "server", true, "enableServer for both: each serves its kubelet API on a free port (needed for the API figures)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the kubelets' logs and configs (always kept after a failure)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,12 +103,15 @@ func main() {
 
 // bench is one run: the admin client, the pod tracker and the two kubelets.
 type bench struct {
-	o        options
-	runID    string
-	client   kubernetes.Interface
-	tracker  *tracker
-	nodelet  *kubelet
-	upstream *kubelet
+	o     options
+	runID string
+	// kubeconfig is the control plane's admin kubeconfig; pki its certificates (ca.crt,
+	// apiserver-kubelet-client.crt, ...), next to it.
+	kubeconfig, pki string
+	client          kubernetes.Interface
+	tracker         *tracker
+	nodelet         *kubelet
+	upstream        *kubelet
 	// hostState is what upstream's kubelet may change on the host, recorded before it ran.
 	hostState *hostState
 	results   results
@@ -112,7 +127,10 @@ func run(ctx context.Context, o options) (err error) {
 	if o.rounds < 1 || o.batchRounds < 1 || o.pods < 1 {
 		return errors.New("-rounds, -batch-rounds and -pods must be at least 1")
 	}
-	for _, p := range []*string{&o.repo, &o.nodeletBin, &o.upstreamBin} {
+	if o.apiPods > 0 && (!o.server || o.apiClients < 1 || o.apiRounds < 1 || o.execRuns < 1 || o.apiWindow <= 0) {
+		return errors.New("the API figures (-api-pods > 0) need -server, and -api-clients, -api-rounds, -exec-runs and -api-window above 0")
+	}
+	for _, p := range []*string{&o.repo, &o.nodeletBin, &o.upstreamBin, &o.kubectlBin} {
 		if *p, err = filepath.Abs(*p); err != nil {
 			return err
 		}
@@ -158,6 +176,7 @@ func (b *bench) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.kubeconfig, b.pki = path, filepath.Join(filepath.Dir(path), "pki")
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return err
@@ -222,7 +241,7 @@ func (b *bench) startKubelets(ctx context.Context) error {
 	b.hostState = host
 	for _, k := range b.kubelets() {
 		start := time.Now()
-		if err := k.start(b.o.upstreamServer, b.o.verbosity, b.extraArgs(k)); err != nil {
+		if err := k.start(b.o.server, filepath.Join(b.pki, "ca.crt"), b.o.verbosity, b.extraArgs(k)); err != nil {
 			return err
 		}
 		if err := b.waitNodeReady(ctx, k); err != nil {

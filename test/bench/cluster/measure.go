@@ -29,6 +29,10 @@ type results struct {
 	window        time.Duration
 	// cycleCPU is, per batch cycle, the CPU used by the kubelet and by its containerd.
 	cycleCPU map[string][][2]time.Duration
+	api      apiResults
+	// loadBefore and loadAfter are the machine's load averages (/proc/loadavg) at the
+	// start and the end of the measurements.
+	loadBefore, loadAfter string
 }
 
 func newResults() results {
@@ -36,7 +40,7 @@ func newResults() results {
 		create1: map[string][]time.Duration{}, delete1: map[string][]time.Duration{},
 		createN: map[string][]time.Duration{}, deleteN: map[string][]time.Duration{},
 		rssMiB: map[string]float64{}, rssSplit: map[string][2]float64{}, cpu: map[string]time.Duration{}, children: map[string]time.Duration{},
-		cycleCPU: map[string][][2]time.Duration{}}
+		cycleCPU: map[string][][2]time.Duration{}, api: newAPIResults()}
 }
 
 func (b *bench) measure(ctx context.Context) error {
@@ -45,6 +49,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	b.rawRuntime = rs
+	b.results.loadBefore = loadAverage()
 	// One pod each first, not counted: one-time costs (QoS cgroups, caches, the first
 	// status patch) stay out of the figures.
 	for _, k := range b.kubelets() {
@@ -52,13 +57,27 @@ func (b *bench) measure(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, step := range []func(context.Context) error{b.singlePods, b.batches, b.idle} {
+	steps := []func(context.Context) error{b.singlePods, b.batches, b.idle}
+	if b.o.apiPods > 0 {
+		steps = append(steps, b.kubeletAPI)
+	}
+	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
 		}
 	}
+	b.results.loadAfter = loadAverage()
 	b.print(os.Stdout)
 	return nil
+}
+
+// loadAverage is the first three fields of /proc/loadavg: the 1, 5 and 15 min averages.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // inTurn runs the round's steps one after the other, starting with step round%len: each
@@ -274,7 +293,7 @@ func (b *bench) rows() []row {
 	r := b.results
 	med := func(m map[string][]time.Duration, name string) float64 { return median(m[name]).Seconds() }
 	perSecond := func(name string) float64 { return 1000 * r.cpu[name].Seconds() / r.window.Seconds() }
-	return []row{
+	rows := []row{
 		{what: "kubelet start → Node Ready (1 sample)", n: r.nodeReady["nodelet"].Seconds(), u: r.nodeReady["upstream"].Seconds(), duration: true},
 		{what: fmt.Sprintf("API create → Ready, 1 pod (median of %d)", b.o.rounds), n: med(r.create1, "nodelet"), u: med(r.create1, "upstream"), aim: 0.5, duration: true},
 		{what: fmt.Sprintf("1 pod deleted → gone (median of %d)", b.o.rounds), n: med(r.delete1, "nodelet"), u: med(r.delete1, "upstream"), duration: true},
@@ -283,11 +302,16 @@ func (b *bench) rows() []row {
 		{what: fmt.Sprintf("kubelet RSS with %d pods (median)", b.o.pods), n: r.rssMiB["nodelet"], u: r.rssMiB["upstream"], unit: "MiB", aim: 0.4},
 		{what: fmt.Sprintf("idle CPU with %d pods (over %.0f s)", b.o.pods, r.window.Seconds()), n: perSecond("nodelet"), u: perSecond("upstream"), unit: "ms/s", aim: 0.33},
 	}
+	if b.o.apiPods > 0 {
+		rows = append(rows, b.apiRows()...)
+	}
+	return rows
 }
 
 func (b *bench) print(out *os.File) {
 	fmt.Fprintf(out, "cluster mode: nodelet vs upstream's kubelet v1.37.2, one run, one control plane, a containerd each\n")
-	fmt.Fprintf(out, "pods: %s, pinned with spec.nodeName, no probe, no service account token; times from the API call to the watch event; rounds alternate\n\n", image)
+	fmt.Fprintf(out, "pods: %s, pinned with spec.nodeName, no probe, no service account token; times from the API call to the watch event; rounds alternate\n", image)
+	fmt.Fprintf(out, "load average (1, 5, 15 min) at the start %s, at the end %s (2 cores, shared)\n\n", b.results.loadBefore, b.results.loadAfter)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "what\tnodelet\tupstream\tratio\taim\t")
 	for _, r := range b.rows() {
@@ -303,6 +327,9 @@ func (b *bench) print(out *os.File) {
 	}
 	w.Flush()
 	b.printFloor(out)
+	if b.o.apiPods > 0 {
+		b.printAPIContext(out)
+	}
 	fmt.Fprintln(out, "\nsamples in round order (s):")
 	for _, s := range []struct {
 		what string
