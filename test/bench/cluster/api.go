@@ -27,12 +27,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // apiPaths are the endpoints loaded, in the order they are measured.
@@ -44,8 +46,9 @@ type window struct {
 	elapsed   time.Duration
 	// bytes is the size of the last response body.
 	bytes int64
-	// CPU used over the window by the kubelet, its containerd and the bench's clients.
-	kubeletCPU, runtimeCPU, clientCPU time.Duration
+	// CPU used over the window by the kubelet, its containerd, the bench's clients and
+	// the rest of the machine (other work, the shims, the kernel's share nobody is billed).
+	kubeletCPU, runtimeCPU, clientCPU, otherCPU time.Duration
 }
 
 func (w window) perSecond() float64 { return float64(len(w.latencies)) / w.elapsed.Seconds() }
@@ -59,6 +62,8 @@ type apiResults struct {
 	execCPU map[string][2]time.Duration
 	// execFloor are the `kubectl get pod` round trips run in turn with the execs.
 	execFloor []time.Duration
+	// statsFloor are the windows of ListContainerStats run in turn with /stats/summary's.
+	statsFloor []window
 	// created and deleted: the -api-pods pods created at once → all Ready, deleted → gone.
 	created, deleted map[string]time.Duration
 	declared         map[string][]string
@@ -112,7 +117,8 @@ func (b *bench) kubeletAPI(ctx context.Context) error {
 	return nil
 }
 
-// loadEndpoints runs -api-rounds windows per endpoint and kubelet, in turn.
+// loadEndpoints runs -api-rounds windows per endpoint and kubelet, in turn; with the
+// /stats/summary rounds it runs as many windows of the containerd floor.
 func (b *bench) loadEndpoints(ctx context.Context) error {
 	clients := map[string]*http.Client{}
 	for _, k := range b.kubelets() {
@@ -123,26 +129,64 @@ func (b *bench) loadEndpoints(ctx context.Context) error {
 		clients[k.name] = c
 		defer c.CloseIdleConnections()
 	}
+	r := &b.results.api
 	for _, path := range apiPaths {
 		for round := range b.o.apiRounds {
 			load := func(k *kubelet) func() error {
 				return func() error {
-					w, err := b.loadWindow(ctx, clients[k.name], k, path)
+					url := fmt.Sprintf("https://127.0.0.1:%d%s", k.port, path)
+					w, err := b.measureWindow(ctx, k, []*kubelet{b.other(k)}, httpGet(clients[k.name], url))
 					if err != nil {
 						return fmt.Errorf("%s GET %s: %w; see %s", k.name, path, err, k.logFile())
 					}
-					b.results.api.windows[path][k.name] = append(b.results.api.windows[path][k.name], w)
-					fmt.Fprintf(os.Stderr, "bench: %-8s GET %s: %d requests in %.1f s, %.1f/s, p99 %.1f ms\n", k.name, path,
-						len(w.latencies), w.elapsed.Seconds(), w.perSecond(), ms(percentile(w.latencies, 0.99)))
+					r.windows[path][k.name] = append(r.windows[path][k.name], w)
+					report(k.name, "GET "+path, w)
 					return b.pause(ctx)
 				}
 			}
-			if err := inTurn(round, load(b.nodelet), load(b.upstream)); err != nil {
+			steps := []func() error{load(b.nodelet), load(b.upstream)}
+			if path == "/stats/summary" {
+				steps = append(steps, b.statsFloorWindow(ctx))
+			}
+			if err := inTurn(round, steps...); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// statsFloorWindow loads nodelet's containerd with the CRI stats call both kubelets make
+// for every /stats/summary (besides ListContainers and ListPodSandbox), ListContainerStats
+// of all containers, from as many clients, both kubelets frozen: no kubelet answers
+// /stats/summary faster. Both rigs run the same containerd with as many pods.
+func (b *bench) statsFloorWindow(ctx context.Context) func() error {
+	return func() error {
+		list := func(ctx context.Context) (int64, error) {
+			stats, err := b.rawRuntime.ListContainerStats(ctx, &runtimeapi.ContainerStatsFilter{})
+			return int64(len(stats)), err
+		}
+		w, err := b.measureWindow(ctx, b.nodelet, b.kubelets(), list)
+		if err != nil {
+			return fmt.Errorf("ListContainerStats: %w", err)
+		}
+		b.results.api.statsFloor = append(b.results.api.statsFloor, w)
+		report("raw CRI", "ListContainerStats", w)
+		return b.pause(ctx)
+	}
+}
+
+func report(who, what string, w window) {
+	fmt.Fprintf(os.Stderr, "bench: %-8s %s: %d requests in %.1f s, %.1f/s, p99 %.1f ms\n", who, what,
+		len(w.latencies), w.elapsed.Seconds(), w.perSecond(), ms(percentile(w.latencies, 0.99)))
+}
+
+// other is the kubelet that is not k.
+func (b *bench) other(k *kubelet) *kubelet {
+	if k == b.nodelet {
+		return b.upstream
+	}
+	return b.nodelet
 }
 
 // apiClient is an HTTPS client with the certificate the API server uses towards kubelets.
@@ -160,40 +204,94 @@ func (b *bench) apiClient() (*http.Client, error) {
 	}}, nil
 }
 
-// loadWindow warms the connections up for a second, then loads path for -api-window, with
-// the other kubelet frozen, and notes the CPU each party used.
-func (b *bench) loadWindow(ctx context.Context, client *http.Client, k *kubelet, path string) (window, error) {
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", k.port, path)
+// measureWindow warms up for a second (connections, authorization caches), then runs do
+// from -api-clients clients for -api-window with the frozen kubelets stopped, and notes
+// the CPU used by k, k's containerd, the bench and the rest of the machine.
+func (b *bench) measureWindow(ctx context.Context, k *kubelet, frozen []*kubelet, do request) (window, error) {
 	var w window
-	err := b.alone(k, func() error {
-		if _, err := hammer(ctx, client, url, b.o.apiClients, time.Second); err != nil {
+	err := b.freeze(frozen, func() error {
+		if _, err := hammer(ctx, b.o.apiClients, time.Second, do); err != nil {
 			return err
 		}
-		before, err := cpuOf(k)
+		before, err := b.cpuSnapshot(k)
 		if err != nil {
 			return err
 		}
-		self, err := processUsage(os.Getpid())
+		if w, err = hammer(ctx, b.o.apiClients, b.o.apiWindow, do); err != nil {
+			return err
+		}
+		after, err := b.cpuSnapshot(k)
 		if err != nil {
 			return err
 		}
-		if w, err = hammer(ctx, client, url, b.o.apiClients, b.o.apiWindow); err != nil {
-			return err
-		}
-		after, err := cpuOf(k)
-		if err != nil {
-			return err
-		}
-		selfAfter, err := processUsage(os.Getpid())
-		w.kubeletCPU, w.runtimeCPU, w.clientCPU = after[0]-before[0], after[1]-before[1], selfAfter.cpu-self.cpu
-		return err
+		w.kubeletCPU, w.runtimeCPU, w.clientCPU = after.kubelet-before.kubelet, after.runtime-before.runtime, after.client-before.client
+		w.otherCPU = (after.machine - before.machine) - w.kubeletCPU - w.runtimeCPU - w.clientCPU
+		return nil
 	})
 	return w, err
 }
 
-// hammer sends GET url from n clients, each back to back, until d has passed; a request
-// under way at the end is waited for and counted. Any failure ends the window.
-func hammer(ctx context.Context, client *http.Client, url string, n int, d time.Duration) (window, error) {
+// cpuSnapshot is the CPU used so far by a kubelet, its containerd, the bench and the
+// whole machine.
+type cpuSnapshot struct{ kubelet, runtime, client, machine time.Duration }
+
+func (b *bench) cpuSnapshot(k *kubelet) (cpuSnapshot, error) {
+	kr, err := cpuOf(k)
+	if err != nil {
+		return cpuSnapshot{}, err
+	}
+	self, err := processUsage(os.Getpid())
+	if err != nil {
+		return cpuSnapshot{}, err
+	}
+	machine, err := machineBusy()
+	return cpuSnapshot{kubelet: kr[0], runtime: kr[1], client: self.cpu, machine: machine}, err
+}
+
+// machineBusy is the CPU time all CPUs have spent running anything since boot (the "cpu"
+// line of /proc/stat, in clock ticks).
+func machineBusy() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	return busyTicks(line)
+}
+
+// busyTicks sums the fields of a /proc/stat cpu line but idle, iowait and steal (the
+// 4th, 5th and 8th: nothing on this machine ran) and guest time (the 9th and 10th,
+// already in user), as CPU time.
+func busyTicks(line string) (time.Duration, error) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks int64
+	for i, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		if i != 3 && i != 4 && i != 7 {
+			ticks += n
+		}
+	}
+	const userHZ = 100
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// request is one request of a load window; it returns the size of the answer (bytes of
+// a body, or items of a list).
+type request func(context.Context) (int64, error)
+
+func httpGet(client *http.Client, url string) request {
+	return func(ctx context.Context) (int64, error) { return get(ctx, client, url) }
+}
+
+// hammer runs do from n clients, each back to back, until d has passed; a request under
+// way at the end is waited for and counted. Any failure ends the window.
+func hammer(ctx context.Context, n int, d time.Duration, do request) (window, error) {
 	latencies := make([][]time.Duration, n)
 	sizes := make([]int64, n)
 	errs := make([]error, n)
@@ -204,7 +302,7 @@ func hammer(ctx context.Context, client *http.Client, url string, n int, d time.
 		wg.Go(func() {
 			for time.Now().Before(deadline) && errs[i] == nil {
 				t0 := time.Now()
-				sizes[i], errs[i] = get(ctx, client, url)
+				sizes[i], errs[i] = do(ctx)
 				latencies[i] = append(latencies[i], time.Since(t0))
 			}
 		})
@@ -235,17 +333,15 @@ func get(ctx context.Context, client *http.Client, url string) (int64, error) {
 	return io.Copy(io.Discard, resp.Body)
 }
 
-// alone runs f with the kubelet other than k frozen (SIGSTOP), and thaws it after.
-func (b *bench) alone(k *kubelet, f func() error) error {
-	other := b.nodelet
-	if k == b.nodelet {
-		other = b.upstream
+// freeze runs f with the kubelets stopped (SIGSTOP), and resumes them after.
+func (b *bench) freeze(kubelets []*kubelet, f func() error) error {
+	for _, k := range kubelets {
+		pid := k.cmd.Process.Pid
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return err
+		}
+		defer syscall.Kill(pid, syscall.SIGCONT)
 	}
-	pid := other.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
 	return f()
 }
 
@@ -256,7 +352,7 @@ func (b *bench) execRoundTrips(ctx context.Context, pod string) error {
 	r := &b.results.api
 	execOn := func(k *kubelet, record bool) func() error {
 		return func() error {
-			return b.alone(k, func() error {
+			return b.freeze([]*kubelet{b.other(k)}, func() error {
 				before, err := cpuOf(k)
 				if err != nil {
 					return err
@@ -337,6 +433,7 @@ func pooled(ws []window) window {
 		all.kubeletCPU += w.kubeletCPU
 		all.runtimeCPU += w.runtimeCPU
 		all.clientCPU += w.clientCPU
+		all.otherCPU += w.otherCPU
 		all.bytes = w.bytes
 	}
 	return all
@@ -367,11 +464,16 @@ func (b *bench) printAPIContext(out io.Writer) {
 	for _, path := range apiPaths {
 		for _, name := range []string{"nodelet", "upstream"} {
 			w := pooled(r.windows[path][name])
-			per := func(d time.Duration) float64 { return ms(d) / float64(len(w.latencies)) }
-			fmt.Fprintf(out, "  GET %-14s %-8s %7.1f KiB; CPU per request: kubelet %.2f ms, its containerd %.2f ms, bench client %.2f ms — %s; per window %s/s\n",
-				path, name, float64(w.bytes)/1024, per(w.kubeletCPU), per(w.runtimeCPU), per(w.clientCPU),
-				dominant(w), rates(r.windows[path][name]))
+			fmt.Fprintf(out, "  GET %-14s %-8s %6.1f KiB; CPU per request: %s — %s; per window %s/s\n",
+				path, name, float64(w.bytes)/1024, cpuPerRequest(w, "kubelet"), dominant(w), rates(r.windows[path][name]))
 		}
+	}
+	if f := pooled(r.statsFloor); len(f.latencies) > 0 {
+		fmt.Fprintf(out, "  containerd floor of /stats/summary: ListContainerStats (%d containers) called directly on nodelet's rig from %d clients, both kubelets frozen: %.1f/s, p50 %.1f ms, p99 %.1f ms; CPU per call: %s; per window %s/s\n",
+			f.bytes, b.o.apiClients, f.perSecond(), ms(percentile(f.latencies, 0.5)), ms(percentile(f.latencies, 0.99)), cpuPerRequest(f, "nodelet (frozen)"), rates(r.statsFloor))
+		n, u := pooled(r.windows["/stats/summary"]["nodelet"]), pooled(r.windows["/stats/summary"]["upstream"])
+		fmt.Fprintf(out, "  /stats/summary against that floor: nodelet %.0f%% of its requests/s, upstream %.0f%%\n",
+			100*n.perSecond()/f.perSecond(), 100*u.perSecond()/f.perSecond())
 	}
 	floor := median(r.execFloor)
 	for _, name := range []string{"nodelet", "upstream"} {
@@ -384,16 +486,31 @@ func (b *bench) printAPIContext(out io.Writer) {
 		b.o.apiPods, r.created["nodelet"].Seconds(), r.created["upstream"].Seconds(), r.deleted["nodelet"].Seconds(), r.deleted["upstream"].Seconds())
 }
 
-// dominant says which process spent the most CPU on a window's requests.
+// cpuPerRequest is the CPU a window's requests cost each party, in ms.
+func cpuPerRequest(w window, kubeletName string) string {
+	per := func(d time.Duration) float64 { return ms(d) / float64(len(w.latencies)) }
+	return fmt.Sprintf("%s %.2f ms, its containerd %.2f ms, bench client %.2f ms, rest of the machine %.2f ms",
+		kubeletName, per(w.kubeletCPU), per(w.runtimeCPU), per(w.clientCPU), per(w.otherCPU))
+}
+
+// dominant says who spent the most CPU on a window's requests.
 func dominant(w window) string {
-	switch {
-	case w.runtimeCPU > w.kubeletCPU && w.runtimeCPU > w.clientCPU:
-		return "containerd dominates (CRI calls)"
-	case w.kubeletCPU >= w.clientCPU:
-		return "the kubelet's own work dominates"
-	default:
-		return "the client (TLS, reading) dominates"
+	parties := []struct {
+		cpu  time.Duration
+		says string
+	}{
+		{w.kubeletCPU, "the kubelet's own work dominates"},
+		{w.runtimeCPU, "containerd dominates (CRI calls)"},
+		{w.clientCPU, "the client (TLS, reading) dominates"},
+		{w.otherCPU, "the rest of the machine dominates (noise)"},
 	}
+	top := parties[0]
+	for _, p := range parties[1:] {
+		if p.cpu > top.cpu {
+			top = p
+		}
+	}
+	return top.says
 }
 
 func rates(ws []window) string {

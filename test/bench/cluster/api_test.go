@@ -54,7 +54,7 @@ func TestHammerCountsRequestsAndFailsOnErrors(t *testing.T) {
 		_, _ = w.Write([]byte("12345"))
 	}))
 	defer ok.Close()
-	w, err := hammer(context.Background(), ok.Client(), ok.URL, 3, 100*time.Millisecond)
+	w, err := hammer(context.Background(), 3, 100*time.Millisecond, httpGet(ok.Client(), ok.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,21 @@ func TestHammerCountsRequestsAndFailsOnErrors(t *testing.T) {
 		http.Error(w, "no", http.StatusForbidden)
 	}))
 	defer forbidden.Close()
-	if _, err := hammer(context.Background(), forbidden.Client(), forbidden.URL, 2, 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, err := hammer(context.Background(), 2, 50*time.Millisecond, httpGet(forbidden.Client(), forbidden.URL)); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("hammer against a 403: err = %v, want the status", err)
+	}
+}
+
+func TestBusyTicksLeavesOutIdleIOWaitStealAndGuest(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	got, err := busyTicks("cpu  100 1 50 9000 20 3 4 2 30 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 158 * 10 * time.Millisecond; got != want {
+		t.Errorf("busyTicks = %v, want %v", got, want)
+	}
+	if _, err := busyTicks("cpu0 1 2 3 4 5 6 7 8"); err == nil {
+		t.Error("busyTicks accepted a per-CPU line")
 	}
 }
