@@ -193,8 +193,12 @@ func (b *bench) connect(ctx context.Context) error {
 		if _, err := runScript(ctx, b.o.repo, os.Environ(), "controlplane.sh", "node-kubeconfig", k.node, k.kubeconfig()); err != nil {
 			return err
 		}
-		// A Node left by an interrupted run would carry its old status into this one.
+		// A Node left by an interrupted run would carry its old status into this one, and
+		// its pods, bound to the same node name, would run on this run's kubelet.
 		if err := b.deleteNode(ctx, k.node); err != nil {
+			return err
+		}
+		if err := b.deleteStaleNamespaces(ctx, k.node+"-"); err != nil {
 			return err
 		}
 		if err := b.createNamespace(ctx, k.namespace); err != nil {
@@ -329,17 +333,39 @@ func (b *bench) cleanUp(dir string, failed bool) error {
 	return errors.Join(errs...)
 }
 
-// deleteAPIObjects removes a stopped kubelet's pods (at once: no kubelet will finish a
-// graceful deletion), namespace, Node and Lease.
+// deleteAPIObjects removes a stopped kubelet's namespace, Node and Lease.
 func (b *bench) deleteAPIObjects(ctx context.Context, k *kubelet) error {
+	return errors.Join(b.deleteNamespace(ctx, k.namespace), b.deleteNode(ctx, k.node))
+}
+
+// deleteStaleNamespaces removes the namespaces of earlier runs (prefix and another run's
+// ID) that did not clean up. The shared lock keeps any other run from using them now.
+func (b *bench) deleteStaleNamespaces(ctx context.Context, prefix string) error {
+	list, err := b.client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
 	var errs []error
-	pods, err := b.client.CoreV1().Pods(k.namespace).List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, p := range pods.Items {
-			errs = append(errs, ignoreNotFound(b.client.CoreV1().Pods(k.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})))
+	for _, ns := range list.Items {
+		if strings.HasPrefix(ns.Name, prefix) && ns.Name != prefix+b.runID {
+			fmt.Fprintf(os.Stderr, "bench: removing namespace %s, left by an interrupted run\n", ns.Name)
+			errs = append(errs, b.deleteNamespace(ctx, ns.Name))
 		}
 	}
-	errs = append(errs, ignoreNotFound(b.client.CoreV1().Namespaces().Delete(ctx, k.namespace, metav1.DeleteOptions{})), b.deleteNode(ctx, k.node))
+	return errors.Join(errs...)
+}
+
+// deleteNamespace removes ns with its pods, these at once: no kubelet will finish a
+// graceful deletion.
+func (b *bench) deleteNamespace(ctx context.Context, ns string) error {
+	var errs []error
+	pods, err := b.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range pods.Items {
+			errs = append(errs, ignoreNotFound(b.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})))
+		}
+	}
+	errs = append(errs, ignoreNotFound(b.client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})))
 	return errors.Join(errs...)
 }
 
