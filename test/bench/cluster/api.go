@@ -46,9 +46,11 @@ type window struct {
 	elapsed   time.Duration
 	// bytes is the size of the last response body.
 	bytes int64
-	// CPU used over the window by the kubelet, its containerd, the bench's clients and
-	// the rest of the machine (other work, the shims, the kernel's share nobody is billed).
-	kubeletCPU, runtimeCPU, clientCPU, otherCPU time.Duration
+	// CPU used over the window by the kubelet, its containerd, that containerd's shims
+	// (they read each container's cgroup for the stats calls), the bench's clients and the
+	// rest of the machine (other work on this shared machine, the kernel's share nobody is
+	// billed for).
+	kubeletCPU, runtimeCPU, shimCPU, clientCPU, otherCPU time.Duration
 }
 
 func (w window) perSecond() float64 { return float64(len(w.latencies)) / w.elapsed.Seconds() }
@@ -206,7 +208,7 @@ func (b *bench) apiClient() (*http.Client, error) {
 
 // measureWindow warms up for a second (connections, authorization caches), then runs do
 // from -api-clients clients for -api-window with the frozen kubelets stopped, and notes
-// the CPU used by k, k's containerd, the bench and the rest of the machine.
+// the CPU used by k, k's containerd and its shims, the bench and the rest of the machine.
 func (b *bench) measureWindow(ctx context.Context, k *kubelet, frozen []*kubelet, do request) (window, error) {
 	var w window
 	err := b.freeze(frozen, func() error {
@@ -224,16 +226,17 @@ func (b *bench) measureWindow(ctx context.Context, k *kubelet, frozen []*kubelet
 		if err != nil {
 			return err
 		}
-		w.kubeletCPU, w.runtimeCPU, w.clientCPU = after.kubelet-before.kubelet, after.runtime-before.runtime, after.client-before.client
-		w.otherCPU = (after.machine - before.machine) - w.kubeletCPU - w.runtimeCPU - w.clientCPU
+		w.kubeletCPU, w.runtimeCPU, w.shimCPU = after.kubelet-before.kubelet, after.runtime-before.runtime, after.shims-before.shims
+		w.clientCPU = after.client - before.client
+		w.otherCPU = (after.machine - before.machine) - w.kubeletCPU - w.runtimeCPU - w.shimCPU - w.clientCPU
 		return nil
 	})
 	return w, err
 }
 
-// cpuSnapshot is the CPU used so far by a kubelet, its containerd, the bench and the
-// whole machine.
-type cpuSnapshot struct{ kubelet, runtime, client, machine time.Duration }
+// cpuSnapshot is the CPU used so far by a kubelet, its containerd, the shims of that
+// containerd, the bench and the whole machine.
+type cpuSnapshot struct{ kubelet, runtime, shims, client, machine time.Duration }
 
 func (b *bench) cpuSnapshot(k *kubelet) (cpuSnapshot, error) {
 	kr, err := cpuOf(k)
@@ -244,8 +247,50 @@ func (b *bench) cpuSnapshot(k *kubelet) (cpuSnapshot, error) {
 	if err != nil {
 		return cpuSnapshot{}, err
 	}
+	shims, err := shimsCPU(strings.TrimPrefix(k.rig.endpoint, "unix://"))
+	if err != nil {
+		return cpuSnapshot{}, err
+	}
 	machine, err := machineBusy()
-	return cpuSnapshot{kubelet: kr[0], runtime: kr[1], client: self.cpu, machine: machine}, err
+	return cpuSnapshot{kubelet: kr[0], runtime: kr[1], shims: shims, client: self.cpu, machine: machine}, err
+}
+
+// shimsCPU is the CPU used so far by the live shims of the containerd at socket.
+func shimsCPU(socket string) (time.Duration, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || !isShimOf(cmdline, socket) {
+			continue // gone, or not one of them
+		}
+		if u, err := processUsage(pid); err == nil {
+			sum += u.cpu
+		}
+	}
+	return sum, nil
+}
+
+// isShimOf says whether a /proc/PID/cmdline is a containerd shim serving the containerd
+// at socket (its -address).
+func isShimOf(cmdline []byte, socket string) bool {
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+		return false
+	}
+	for i, a := range args[:len(args)-1] {
+		if a == "-address" || a == "--address" {
+			return args[i+1] == socket
+		}
+	}
+	return false
 }
 
 // machineBusy is the CPU time all CPUs have spent running anything since boot (the "cpu"
@@ -432,6 +477,7 @@ func pooled(ws []window) window {
 		all.elapsed += w.elapsed
 		all.kubeletCPU += w.kubeletCPU
 		all.runtimeCPU += w.runtimeCPU
+		all.shimCPU += w.shimCPU
 		all.clientCPU += w.clientCPU
 		all.otherCPU += w.otherCPU
 		all.bytes = w.bytes
@@ -489,8 +535,8 @@ func (b *bench) printAPIContext(out io.Writer) {
 // cpuPerRequest is the CPU a window's requests cost each party, in ms.
 func cpuPerRequest(w window, kubeletName string) string {
 	per := func(d time.Duration) float64 { return ms(d) / float64(len(w.latencies)) }
-	return fmt.Sprintf("%s %.2f ms, its containerd %.2f ms, bench client %.2f ms, rest of the machine %.2f ms",
-		kubeletName, per(w.kubeletCPU), per(w.runtimeCPU), per(w.clientCPU), per(w.otherCPU))
+	return fmt.Sprintf("%s %.2f ms, its containerd %.2f ms, containerd's shims %.2f ms, bench client %.2f ms, rest of the machine %.2f ms",
+		kubeletName, per(w.kubeletCPU), per(w.runtimeCPU), per(w.shimCPU), per(w.clientCPU), per(w.otherCPU))
 }
 
 // dominant says who spent the most CPU on a window's requests.
@@ -501,8 +547,9 @@ func dominant(w window) string {
 	}{
 		{w.kubeletCPU, "the kubelet's own work dominates"},
 		{w.runtimeCPU, "containerd dominates (CRI calls)"},
+		{w.shimCPU, "containerd's shims dominate (container stats)"},
 		{w.clientCPU, "the client (TLS, reading) dominates"},
-		{w.otherCPU, "the rest of the machine dominates (noise)"},
+		{w.otherCPU, "the rest of the machine dominates (other work: noise)"},
 	}
 	top := parties[0]
 	for _, p := range parties[1:] {

@@ -83,3 +83,20 @@ func TestBusyTicksLeavesOutIdleIOWaitStealAndGuest(t *testing.T) {
 		t.Error("busyTicks accepted a per-CPU line")
 	}
 }
+
+func TestIsShimOfMatchesTheShimsOfOneContainerd(t *testing.T) {
+	cmdline := func(args ...string) []byte { return []byte(strings.Join(args, "\x00") + "\x00") }
+	shim := cmdline("/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc", "-address", "/run/a/containerd.sock")
+	if !isShimOf(shim, "/run/a/containerd.sock") {
+		t.Error("a shim of /run/a not matched")
+	}
+	if isShimOf(shim, "/run/b/containerd.sock") {
+		t.Error("a shim of /run/a matched for /run/b")
+	}
+	if isShimOf(cmdline("containerd", "--config", "x", "-address", "/run/a/containerd.sock"), "/run/a/containerd.sock") {
+		t.Error("containerd itself matched as a shim")
+	}
+	if isShimOf(cmdline("/usr/bin/containerd-shim-runc-v2", "-address"), "/run/a/containerd.sock") || isShimOf(nil, "x") {
+		t.Error("a shim without an address matched")
+	}
+}
