@@ -37,6 +37,13 @@ func (l *lateBound) summaryOf(ctx context.Context) (*statsapi.Summary, error) {
 	return l.summary.Get(ctx)
 }
 
+func (l *lateBound) nodeSummaryOf(ctx context.Context) (*statsapi.Summary, error) {
+	if l.summary == nil {
+		return nil, errNotReady
+	}
+	return l.summary.GetNode(ctx)
+}
+
 func (l *lateBound) activePods() []*v1.Pod {
 	if l.loop == nil {
 		return nil
@@ -82,7 +89,7 @@ func newEvictionManager(opts *config.Options, nodeName string, recorder record.E
 		return nil, err
 	}
 	return eviction.NewManager(cfg, eviction.Deps{
-		Summary: late.summaryOf, ActivePods: late.activePods, KillPod: late.killPod,
+		Summary: late.summaryOf, NodeSummary: late.nodeSummaryOf, ActivePods: late.activePods, KillPod: late.killPod,
 		PodCleanedUp: late.podCleanedUp, DeleteAllUnusedContainers: late.deleteUnusedContainers,
 		DeleteUnusedImages:  late.deleteUnusedImages,
 		HasDedicatedImageFs: eviction.ImageFsOnOwnDevice(images, opts.RootDirectory),

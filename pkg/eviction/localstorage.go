@@ -116,3 +116,26 @@ func containerOverEphemeralLimit(pod *v1.Pod, ps statsapi.PodStats, dedicatedIma
 	}
 	return "", resource.Quantity{}, false
 }
+
+// hasLocalStorageLimit reports a pod whose local storage usage eviction must check: an
+// emptyDir with a sizeLimit, or an ephemeral-storage limit on the pod or a container.
+func hasLocalStorageLimit(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.Sign() > 0 {
+			return true
+		}
+	}
+	if r := pod.Spec.Resources; r != nil {
+		if _, ok := r.Limits[v1.ResourceEphemeralStorage]; ok {
+			return true
+		}
+	}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if _, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -52,6 +52,10 @@ type KillPodFunc func(pod *v1.Pod, statusFn func(*v1.PodStatus), gracePeriodOver
 type Deps struct {
 	// Summary returns a full stats summary (pkg/stats Provider.Get).
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
+	// NodeSummary, optional, returns the summary without pods (Provider.GetNode): while
+	// no threshold is met and no pod has a local storage limit, that is all a check
+	// needs, and it spares the runtime's per-container stats every 10 s.
+	NodeSummary func(ctx context.Context) (*statsapi.Summary, error)
 	// ActivePods are the pods that may be evicted: admitted and not yet
 	// terminated (upstream's GetActivePods).
 	ActivePods func() []*v1.Pod
@@ -200,6 +204,14 @@ func (m *Manager) PIDPressure() bool { return m.IsUnderPIDPressure() }
 // synchronize is one check: observe, update the conditions, and evict at
 // most one pod for the most urgent threshold met (all pods over their local
 // storage limits first). It returns the pods it evicted.
+// summary is the full summary, or the node's only.
+func (m *Manager) summary(ctx context.Context, full bool) (*statsapi.Summary, error) {
+	if full {
+		return m.deps.Summary(ctx)
+	}
+	return m.deps.NodeSummary(ctx)
+}
+
 func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
@@ -212,7 +224,8 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 		return nil
 	}
 	pods := slices.Clone(m.deps.ActivePods())
-	summary, err := m.deps.Summary(ctx)
+	full := m.deps.NodeSummary == nil || m.cfg.LocalStorageCapacityIsolation && slices.ContainsFunc(pods, hasLocalStorageLimit)
+	summary, err := m.summary(ctx, full)
 	if err != nil {
 		logger.Error(err, "Eviction manager: failed to get summary stats")
 		return nil
@@ -220,6 +233,14 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	m.refreshNotifiers(ctx, summary)
 	obs, stats := observe(summary)
 	actionable := m.updateState(logger, obs)
+	if len(actionable) > 0 && !full {
+		// A threshold is met: ranking needs the pods' usage.
+		if summary, err = m.summary(ctx, true); err != nil {
+			logger.Error(err, "Eviction manager: failed to get summary stats")
+			return nil
+		}
+		_, stats = observe(summary)
+	}
 
 	if m.cfg.LocalStorageCapacityIsolation {
 		if evicted := m.localStorageEviction(ctx, pods, stats); len(evicted) > 0 {

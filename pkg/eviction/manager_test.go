@@ -412,3 +412,40 @@ func names(pods []*v1.Pod) []string {
 	}
 	return out
 }
+
+func TestNodeSummaryUntilAThresholdIsMet(t *testing.T) {
+	h := newHarness(t, Config{Thresholds: mustThresholds(t, map[string]string{"memory.available": "1Gi"}, nil, nil, nil), LocalStorageCapacityIsolation: true})
+	_, _, _, besteffort := memoryPods(h)
+	nodeOnly := 0
+	h.mgr.deps.NodeSummary = func(ctx context.Context) (*statsapi.Summary, error) {
+		nodeOnly++
+		s, err := h.buildSummary(ctx)
+		s.Pods = nil
+		return s, err
+	}
+	// No pressure, no local storage limits: the node's summary is enough.
+	h.summary = 0
+	h.sync()
+	if nodeOnly != 1 || h.summary != 1 {
+		t.Fatalf("without pressure: %d node summaries of %d, want the one summary node-only", nodeOnly, h.summary)
+	}
+	// Under pressure: the pods' usage is read to rank them, and the right pod goes.
+	h.step(10 * time.Second)
+	h.setNode(func(n *fakeNode) { n.memWorkingSet = n.memCapacity - 500*Mi })
+	if evicted := h.sync(); len(evicted) != 1 || evicted[0] != besteffort {
+		t.Fatalf("evicted %v, want besteffort", h.killedNames())
+	}
+	// A pod with an emptyDir size limit needs its usage at every check.
+	h.step(10 * time.Second)
+	h.setNode(func(n *fakeNode) { n.memWorkingSet = 0 })
+	limited := newPod(podSpec{name: "limited"})
+	limited.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: func() *resource.Quantity { q := resource.MustParse("1Gi"); return &q }()}}}}
+	h.mu.Lock()
+	h.pods = append(h.pods, limited)
+	h.mu.Unlock()
+	before := nodeOnly
+	h.sync()
+	if nodeOnly != before {
+		t.Errorf("a pod with an emptyDir sizeLimit was checked from the node's summary only")
+	}
+}

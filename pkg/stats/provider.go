@@ -183,6 +183,18 @@ func (p *Provider) Run(ctx context.Context) {
 // Get returns the full summary: node, system containers, pods with their
 // containers, networks, volumes and ephemeral storage.
 func (p *Provider) Get(ctx context.Context) (*statsapi.Summary, error) {
+	return p.get(ctx, true)
+}
+
+// GetNode is the summary without its pods: the node, its filesystems and system
+// containers. It spares the runtime the per-container stats (ListContainerStats), which
+// the eviction manager needs only once a threshold is met or a pod has a local storage
+// limit to check.
+func (p *Provider) GetNode(ctx context.Context) (*statsapi.Summary, error) {
+	return p.get(ctx, false)
+}
+
+func (p *Provider) get(ctx context.Context, withPods bool) (*statsapi.Summary, error) {
 	node, err := p.nodeCPUAndMemory(true)
 	if err != nil {
 		return nil, fmt.Errorf("failed to get root cgroup stats: %w", err)
@@ -198,9 +210,11 @@ func (p *Provider) Get(ctx context.Context) (*statsapi.Summary, error) {
 		return nil, fmt.Errorf("failed to get imageFs stats: %w", err)
 	}
 	node.Runtime = &statsapi.RuntimeStats{ImageFs: imageFs, ContainerFs: imageFs}
-	pods, err := p.listPodStats(ctx, true, rootFs)
-	if err != nil {
-		return nil, fmt.Errorf("failed to list pod stats: %w", err)
+	var pods []statsapi.PodStats
+	if withPods {
+		if pods, err = p.listPodStats(ctx, true, rootFs); err != nil {
+			return nil, fmt.Errorf("failed to list pod stats: %w", err)
+		}
 	}
 	node.Rlimit, err = readRlimit(p.opts.ProcRoot, p.now())
 	if err != nil {
