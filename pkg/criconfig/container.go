@@ -55,6 +55,10 @@ type ContainerOptions struct {
 	// the container whose PID namespace it joins.
 	TargetContainerID string
 
+	// UserNamespace is the pod's user namespace, as in SandboxOptions. In POD mode
+	// every mount carries its ID mappings (idmapped mounts).
+	UserNamespace *runtimeapi.UserNamespace
+
 	// EnvSources reads the secrets, config maps and services the environment
 	// refers to; nil in standalone mode (no service links; secret and config
 	// map sources fail with ErrNeedsClusterMode).
@@ -91,6 +95,9 @@ func GenerateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, 
 	if uid == nil && username == "" {
 		uid = new(int64) // an image without a user runs as root
 	}
+	if err := checkUserNamespace(pod, opts.UserNamespace); err != nil {
+		return nil, noop, err
+	}
 	if err := VerifyRunAsNonRoot(pod, c, uid, username); err != nil {
 		return nil, noop, err
 	}
@@ -111,6 +118,7 @@ func GenerateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, 
 	if mount != nil {
 		config.Mounts = append(config.Mounts, mount)
 	}
+	idmapMounts(config.Mounts, opts.UserNamespace)
 	return config, cleanup, nil
 }
 

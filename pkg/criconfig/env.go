@@ -24,10 +24,6 @@ import (
 // has no API server to read them from.
 var ErrNeedsClusterMode = errors.New("secret/configmap env sources need cluster mode")
 
-// ErrUserNamespacesNotSupported refuses pods with hostUsers: false, which nodelet cannot
-// honour yet.
-var ErrUserNamespacesNotSupported = errors.New("user namespaces (hostUsers: false) are not supported by nodelet yet")
-
 // EnvSources reads the API objects a container's environment refers to (implemented
 // in cluster mode by apiobjects.Sources). The objects returned are shared: callers
 // must not modify them.

@@ -30,6 +30,11 @@ type SandboxOptions struct {
 	// resources carry a CFS quota, as the containers' do.
 	CPUCFSQuota       bool
 	CPUCFSQuotaPeriod time.Duration
+
+	// UserNamespace is the pod's user namespace (from pkg/userns), the same for the
+	// sandbox and its containers; nil sends none. A pod with hostUsers: false needs a
+	// POD-mode one.
+	UserNamespace *runtimeapi.UserNamespace
 }
 
 // PodLogDir returns the pod's log directory, <podLogsDir>/<ns>_<name>_<uid>.
@@ -45,10 +50,8 @@ func ContainerLogDir(podLogsDir, namespace, name string, uid types.UID, containe
 // GeneratePodSandboxConfig builds the pod's sandbox config for the given
 // attempt. The runtime handler is the caller's to choose.
 func GeneratePodSandboxConfig(pod *v1.Pod, attempt uint32, opts SandboxOptions) (*runtimeapi.PodSandboxConfig, error) {
-	// Running a pod that asked for its own user namespace in the host's would quietly
-	// give it more privilege than it asked for: refuse it until user namespaces are done.
-	if pod.Spec.HostUsers != nil && !*pod.Spec.HostUsers {
-		return nil, ErrUserNamespacesNotSupported
+	if err := checkUserNamespace(pod, opts.UserNamespace); err != nil {
+		return nil, err
 	}
 	config := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -152,6 +155,7 @@ func sandboxLinuxConfig(pod *v1.Pod, opts SandboxOptions) (*runtimeapi.LinuxPodS
 	if err != nil {
 		return nil, err
 	}
+	sc.NamespaceOptions.UsernsOptions = opts.UserNamespace
 	quota := cfsQuota{enabled: opts.CPUCFSQuota, period: opts.CPUCFSQuotaPeriod}
 	lc := &runtimeapi.LinuxPodSandboxConfig{
 		CgroupParent:    opts.CgroupParent,

@@ -140,6 +140,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, uid *int64, username
 	if out.Seccomp, err = seccompProfile(sc.SeccompProfile, opts.seccompProfileRoot(), opts.SeccompDefault); err != nil {
 		return nil, err
 	}
+	out.NamespaceOptions.UsernsOptions = opts.UserNamespace
 	if opts.TargetContainerID != "" && out.NamespaceOptions.Pid == runtimeapi.NamespaceMode_CONTAINER {
 		out.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
 		out.NamespaceOptions.TargetId = opts.TargetContainerID

@@ -55,6 +55,13 @@ type VolumeManager interface {
 	PodDir(uid types.UID) string
 }
 
+// UserNamespaces gives each pod its user namespace (implemented by *userns.Manager):
+// the node's for a pod that shares it, the pod's own ID mappings for hostUsers: false,
+// or an error saying why the pod cannot have one.
+type UserNamespaces interface {
+	GetOrCreateUserNamespaceMappings(ctx context.Context, pod *v1.Pod, runtimeHandler string) (*runtimeapi.UserNamespace, error)
+}
+
 // PodStateProvider tells the garbage collector which pods are gone.
 type PodStateProvider interface {
 	// IsPodDeleted reports a pod that no longer exists anywhere: all its runtime
@@ -82,6 +89,9 @@ type Options struct {
 	// PodState may be nil: every pod then counts as existing, so GC removes nothing that
 	// belongs to a live pod beyond the count limits of the policy.
 	PodState PodStateProvider
+	// UserNamespaces may be nil: configs then carry no user namespace, and pods with
+	// hostUsers: false are refused (criconfig.ErrUserNamespacesNotSupported).
+	UserNamespaces UserNamespaces
 
 	RootDir, PodLogsDir, ClusterDomain, NodeName string
 	NodeIPs                                      []string

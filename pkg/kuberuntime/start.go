@@ -105,6 +105,8 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		SeccompDefault:     m.opts.SeccompDefault,
 		SeccompProfileRoot: m.seccompProfileRoot(),
 		TargetContainerID:  target,
+		// The sandbox's user namespace: a container must be in its pod's.
+		UserNamespace:      s.sandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 		EnableServiceLinks: pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks,
 		EnvSources:         m.opts.EnvSources,
 	}

@@ -76,7 +76,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 
 	configResult := container.NewSyncResult(container.ConfigPodSandbox, sandboxID)
 	result.AddSyncResult(configResult)
-	sandboxConfig, err := m.generateSandboxConfig(pod, changes.Attempt)
+	sandboxConfig, err := m.generateSandboxConfig(ctx, pod, changes.Attempt)
 	if err != nil {
 		klog.ErrorS(err, "GeneratePodSandboxConfig for pod failed", "pod", klog.KObj(pod))
 		configResult.Fail(container.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", podFullName(pod), err))
@@ -185,7 +185,7 @@ func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt
 // createPodSandbox creates the pod's log directory and sandbox; it returns the sandbox ID,
 // or a message and the error.
 func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uint32) (string, string, error) {
-	config, err := m.generateSandboxConfig(pod, attempt)
+	config, err := m.generateSandboxConfig(ctx, pod, attempt)
 	if err != nil {
 		return "", fmt.Sprintf("Failed to generate sandbox config for pod %q: %v", podFullName(pod), err), err
 	}
@@ -199,12 +199,17 @@ func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uin
 	return id, "", nil
 }
 
-func (m *Manager) generateSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+func (m *Manager) generateSandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	cgroupParent := ""
 	if m.opts.CgroupParent != nil {
 		cgroupParent = m.opts.CgroupParent(pod)
 	}
+	userNamespace, err := m.userNamespace(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	return criconfig.GeneratePodSandboxConfig(pod, attempt, criconfig.SandboxOptions{
+		UserNamespace:     userNamespace,
 		DNS:               m.opts.DNS,
 		ClusterDomain:     m.opts.ClusterDomain,
 		PodLogsDir:        m.opts.PodLogsDir,
@@ -213,6 +218,15 @@ func (m *Manager) generateSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeap
 		CPUCFSQuota:       m.opts.CPUCFSQuota,
 		CPUCFSQuotaPeriod: m.opts.CPUCFSQuotaPeriod,
 	})
+}
+
+// userNamespace is the pod's user namespace for its sandbox (and, through the sandbox
+// config, its containers); nil without a user namespace manager.
+func (m *Manager) userNamespace(ctx context.Context, pod *v1.Pod) (*runtimeapi.UserNamespace, error) {
+	if m.opts.UserNamespaces == nil {
+		return nil, nil
+	}
+	return m.opts.UserNamespaces.GetOrCreateUserNamespaceMappings(ctx, pod, m.opts.RuntimeHandler)
 }
 
 // podStarter starts the containers of one SyncPod (steps 5–8).
