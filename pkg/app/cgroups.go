@@ -1,11 +1,15 @@
 package app
 
 import (
+	"path/filepath"
+
 	"k8s.io/client-go/tools/record"
+	internalapi "k8s.io/cri-api/pkg/apis"
 
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/userns"
 )
 
 // newContainerManager builds the container manager from the configuration: the QoS
@@ -40,4 +44,19 @@ func derefFloat(p *float64, def float64) float64 {
 		return def
 	}
 	return *p
+}
+
+// newUserNamespaces hands out the ID blocks of pods with hostUsers: false, from the
+// kubelet user's subordinate IDs or the default range, where the runtime supports them;
+// the blocks of running pods are read back from their directories.
+func newUserNamespaces(opts *config.Options, rs internalapi.RuntimeService) (*userns.Manager, error) {
+	cfg := opts.Config
+	var idsPerPod int64
+	if cfg.UserNamespaces != nil && cfg.UserNamespaces.IDsPerPod != nil {
+		idsPerPod = *cfg.UserNamespaces.IDsPerPod
+	}
+	return userns.NewManager(userns.Config{
+		PodsDir: filepath.Join(opts.RootDirectory, "pods"), IDsPerPod: idsPerPod, MaxPods: int(cfg.MaxPods),
+		Handlers: userns.NewRuntimeHandlers(rs),
+	})
 }

@@ -87,7 +87,12 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	proxy := &podStateProxy{}
+	usernsManager, err := newUserNamespaces(opts, rs)
+	if err != nil {
+		return err
+	}
 	runtime, err := kuberuntime.NewManager(ctx, kuberuntime.Options{
+		UserNamespaces: usernsManager,
 		RuntimeService: rs, ImageService: is, Recorder: recorder,
 		LivenessManager: liveness, StartupManager: startup,
 		Volumes: vols, DNS: dnsConfigurer(cfg, recorder, nodeName, nodeIPs), PodState: proxy,
@@ -141,7 +146,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	expected := startSources(ctx, cfg, podConfig, types.NodeName(nodeName))
 	deps := kubelet.Deps{
 		Runtime: runtime, PLEG: podLEG,
-		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups,
+		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups, UserNamespaces: usernsManager,
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitFunc(admitter.Admit),
 	}

@@ -47,6 +47,7 @@ var implementedFields = map[string]bool{
 	"imageGCLowThresholdPercent":                true,
 	"imageMinimumGCAge":                         true,
 	"imageMaximumGCAge":                         true,
+	"userNamespaces":                            true,
 	"cgroupDriver":                              true,
 	"configMapAndSecretChangeDetectionStrategy": true,
 	"clusterDNS":                                true,

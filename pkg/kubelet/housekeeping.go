@@ -49,6 +49,7 @@ func (h *housekeeper) run(ctx context.Context) {
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.removeOrphanedDirs(desiredUIDs)
 	h.removeOrphanedCgroups(ctx, desiredUIDs)
+	h.releaseOrphanedUserNamespaces(desiredUIDs)
 	// Forget back-off entries that have not been touched for a while, so a container
 	// that ran well starts its next crash loop from the initial delay again.
 	h.k.backOff.GC()
@@ -197,4 +198,16 @@ func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
 	}
 	metrics.MirrorPodCount.Set(float64(mirrors))
 	metrics.ManagedEphemeralContainers.Set(float64(ephemeral))
+}
+
+// releaseOrphanedUserNamespaces frees the ID blocks of pods that are neither desired nor
+// still being torn down.
+func (h *housekeeper) releaseOrphanedUserNamespaces(desired map[types.UID]bool) {
+	if h.k.deps.UserNamespaces == nil {
+		return
+	}
+	inUse := func(uid types.UID) bool { return desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) }
+	if err := h.k.deps.UserNamespaces.CleanupOrphaned(inUse); err != nil {
+		klog.ErrorS(err, "Housekeeping: releasing orphaned user namespaces failed")
+	}
 }

@@ -40,6 +40,12 @@ type Cgroups interface {
 	Remove(uid types.UID) error
 }
 
+// UserNamespaces remembers the user-namespace ID blocks of pods (hostUsers: false).
+type UserNamespaces interface {
+	Release(uid types.UID)
+	CleanupOrphaned(inUse func(types.UID) bool) error
+}
+
 // Prober runs the pods' liveness, readiness and startup probes.
 type Prober interface {
 	AddPod(pod *v1.Pod)
@@ -101,21 +107,23 @@ type Config struct {
 
 // Deps are the components the loop drives; each is a small interface or a package of its own.
 type Deps struct {
-	Runtime      container.Runtime
-	PLEG         pleg.PodLifecycleEventGenerator
-	PLEGEvents   chan *pleg.PodLifecycleEvent
-	Cache        podcache.Cache
-	Status       status.Manager
-	Volumes      Volumes
-	Cgroups      Cgroups
-	Recorder     record.EventRecorder
-	RuntimeState *RuntimeState
-	Liveness     results.Manager
-	Readiness    results.Manager
-	Startup      results.Manager
-	Prober       Prober
-	SourcesReady SourcesReady
-	Clock        clock.WithTicker
+	Runtime    container.Runtime
+	PLEG       pleg.PodLifecycleEventGenerator
+	PLEGEvents chan *pleg.PodLifecycleEvent
+	Cache      podcache.Cache
+	Status     status.Manager
+	Volumes    Volumes
+	Cgroups    Cgroups
+	// UserNamespaces may be nil (no pod gets its own user namespace).
+	UserNamespaces UserNamespaces
+	Recorder       record.EventRecorder
+	RuntimeState   *RuntimeState
+	Liveness       results.Manager
+	Readiness      results.Manager
+	Startup        results.Manager
+	Prober         Prober
+	SourcesReady   SourcesReady
+	Clock          clock.WithTicker
 	// Admitter checks new pods; nil admits up to MaxPods.
 	Admitter Admitter
 	// Mirror is nil standalone: static pods then have no API object.

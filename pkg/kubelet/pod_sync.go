@@ -161,6 +161,9 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *contai
 	if err := k.deps.Cgroups.Remove(pod.UID); err != nil {
 		return fmt.Errorf("removing the cgroup of pod %q: %w", klog.KObj(pod), err)
 	}
+	if k.deps.UserNamespaces != nil {
+		k.deps.UserNamespaces.Release(pod.UID)
+	}
 	k.deps.Status.TerminatePod(pod)
 	klog.V(2).InfoS("Pod is terminated and all resources are reclaimed", "pod", klog.KObj(pod))
 	return nil

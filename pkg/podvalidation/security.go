@@ -109,7 +109,7 @@ func validateHostUsers(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
 	if spec.HostUsers == nil || *spec.HostUsers {
 		return nil
 	}
-	const msg = "when `pod.Spec.HostUsers` is false"
+	const msg = "when `hostUsers` is false"
 	var allErrs field.ErrorList
 	if spec.HostNetwork {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("hostNetwork"), msg))

@@ -83,7 +83,7 @@ func TestRuntimeFieldRules(t *testing.T) {
 			p.Spec.HostUsers = ptr.To(false)
 			p.Spec.HostNetwork = true
 			p.Spec.Containers[0].Ports = nil
-		}, "spec.hostNetwork: Forbidden: when `pod.Spec.HostUsers` is false"},
+		}, "spec.hostNetwork: Forbidden: when `hostUsers` is false"},
 
 		// mounts and devices
 		{"mountPropagation value", func(p *v1.Pod) {
