@@ -62,10 +62,13 @@ func (l *lateBound) podCleanedUp(pod *v1.Pod) bool {
 	return l.loop != nil && l.loop.PodResourcesReclaimed(pod)
 }
 
+// deleteUnusedContainers logs as upstream's container GC does, so that the log shows the
+// dead containers reclaimed before the images.
 func (l *lateBound) deleteUnusedContainers(ctx context.Context) error {
 	if l.loop == nil {
 		return errNotReady
 	}
+	klog.FromContext(ctx).Info("Attempting to delete unused containers")
 	return l.loop.DeleteAllUnusedContainers(ctx)
 }
 

@@ -104,6 +104,7 @@ func (v *fakeVolumes) CleanupPod(uid types.UID) error {
 	v.cleaned = append(v.cleaned, uid)
 	return nil
 }
+func (v *fakeVolumes) TearDownPod(types.UID) error { return nil }
 func (v *fakeVolumes) PodDirs() ([]types.UID, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

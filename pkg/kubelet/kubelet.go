@@ -27,6 +27,8 @@ import (
 type Volumes interface {
 	SetUpPod(ctx context.Context, pod *v1.Pod) error
 	CleanupPod(uid types.UID) error
+	// TearDownPod removes the volumes of a pod terminated but still in the API.
+	TearDownPod(uid types.UID) error
 	PodDirs() ([]types.UID, error)
 }
 

@@ -157,6 +157,10 @@ func (k *Kubelet) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, ps *contai
 		if err := k.deps.Volumes.CleanupPod(pod.UID); err != nil {
 			return err
 		}
+	} else if err := k.deps.Volumes.TearDownPod(pod.UID); err != nil {
+		// A pod that stays in the API (Succeeded, Failed, evicted) gives its volumes'
+		// disk back now, as upstream: eviction relies on it to relieve disk pressure.
+		return err
 	}
 	if err := k.deps.Cgroups.Remove(pod.UID); err != nil {
 		return fmt.Errorf("removing the cgroup of pod %q: %w", klog.KObj(pod), err)

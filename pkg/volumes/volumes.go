@@ -170,6 +170,29 @@ func (m *Manager) CleanupPod(uid types.UID) error {
 	return nil
 }
 
+// TearDownPod unmounts and removes the volumes of a pod that terminated but is still
+// in the API (Succeeded, Failed, evicted): its emptyDirs and projected files go, so
+// their disk comes back, as upstream's volume manager tears down every terminated pod's
+// volumes. The rest of the pod's directory stays until the pod is deleted (CleanupPod).
+// Like CleanupPod, it removes nothing while a mount remains.
+func (m *Manager) TearDownPod(uid types.UID) error {
+	if err := validateUID(uid); err != nil {
+		return err
+	}
+	m.forgetPod(uid)
+	dir := m.podVolumesDir(uid)
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := m.unmountAllUnder(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing pod volumes: %w", err)
+	}
+	return nil
+}
+
 // PodDirs lists the UIDs of the pods that have a directory, so that
 // housekeeping can clean up after pods that no longer exist.
 func (m *Manager) PodDirs() ([]types.UID, error) {

@@ -565,6 +565,27 @@ func TestCleanupPod(t *testing.T) {
 	must(t, m.CleanupPod("uid-1")) // already gone is fine
 }
 
+func TestTearDownPodKeepsThePodDir(t *testing.T) {
+	m := newTestManager(t)
+	must(t, m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("cache", ""))))
+	must(t, os.WriteFile(filepath.Join(m.emptyDirPath("uid-1", "cache"), "data"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(m.PodDir("uid-1"), "etc-hosts"), []byte("x"), 0o644))
+	must(t, m.SetUpPod(ctx, newPod("uid-2", emptyDirVolume("cache", ""))))
+
+	must(t, m.TearDownPod("uid-1"))
+	if _, err := os.Stat(m.podVolumesDir("uid-1")); !os.IsNotExist(err) {
+		t.Fatalf("volumes still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(m.PodDir("uid-1"), "etc-hosts")); err != nil {
+		t.Fatalf("the rest of the pod dir went: %v", err)
+	}
+	if _, err := os.Stat(m.emptyDirPath("uid-2", "cache")); err != nil {
+		t.Fatalf("another pod's volume was touched: %v", err)
+	}
+	must(t, m.TearDownPod("uid-1")) // already gone is fine
+	must(t, m.CleanupPod("uid-1"))
+}
+
 func TestCleanupPodRefusesWhileMounted(t *testing.T) {
 	m := newTestManager(t)
 	must(t, m.SetUpPod(ctx, newPod("uid-1", emptyDirVolume("cache", ""))))

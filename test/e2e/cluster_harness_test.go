@@ -50,6 +50,10 @@ type clusterOptions struct {
 	config string
 	// args are extra command-line flags.
 	args []string
+	// rootDir, podLogsDir and endpoint, when set, replace the node's temporary root and
+	// pod logs directories and the isolated containerd (the disk-pressure test puts them
+	// all on a filesystem of its own).
+	rootDir, podLogsDir, endpoint string
 }
 
 // adminClient is a client with the control plane's admin credentials.
@@ -101,6 +105,13 @@ func startClusterNode(t *testing.T, o clusterOptions) *clusterNode {
 	c.kubeconfig = filepath.Join(dir, "kubelet.kubeconfig")
 	c.configPath = filepath.Join(dir, "config.yaml")
 	c.apiPort = freePort(t)
+	podLogsDir, endpoint := o.podLogsDir, o.endpoint
+	if podLogsDir == "" {
+		podLogsDir = t.TempDir()
+	}
+	if endpoint == "" {
+		endpoint = nodeletEndpoint(t)
+	}
 	// The API server's kubelet client certificate is signed by the cluster CA, as in a
 	// kubeadm cluster, whose kubelets trust that CA for client certificates.
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -112,7 +123,7 @@ port: %d
 authentication:
   x509:
     clientCAFile: %s
-%s`, t.TempDir(), c.manifests, c.name, c.apiPort, filepath.Join(cpDir(t), "pki", "ca.crt"), o.config)
+%s`, podLogsDir, c.manifests, c.name, c.apiPort, filepath.Join(cpDir(t), "pki", "ca.crt"), o.config)
 	if err := os.WriteFile(c.configPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -125,13 +136,13 @@ authentication:
 	}
 	c.args = append(c.args, o.args...)
 	c.createNamespace(t)
-	rs, err := cri.NewRemoteRuntimeService(context.Background(), nodeletEndpoint(t), 3*time.Second, time.Minute)
+	rs, err := cri.NewRemoteRuntimeService(context.Background(), endpoint, 3*time.Second, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.rs = rs
 	makeCgroupRoot(t, c.name)
-	c.nodelet = startNodelet(t, c.args...)
+	c.nodelet = startNodeletOn(t, endpoint, o.rootDir, c.args...)
 	t.Cleanup(func() { c.cleanup(t) })
 	return c
 }

@@ -140,9 +140,19 @@ type nodelet struct {
 // startNodelet runs nodelet with a private root dir, log dir and healthz port, plus args.
 func startNodelet(t *testing.T, args ...string) *nodelet {
 	t.Helper()
-	port, root := freePort(t), t.TempDir()
+	return startNodeletOn(t, nodeletEndpoint(t), "", args...)
+}
+
+// startNodeletOn is startNodelet on the runtime at endpoint, with root as its root
+// directory (a temporary one when empty).
+func startNodeletOn(t *testing.T, endpoint, root string, args ...string) *nodelet {
+	t.Helper()
+	port := freePort(t)
+	if root == "" {
+		root = t.TempDir()
+	}
 	base := []string{
-		"--container-runtime-endpoint=" + nodeletEndpoint(t),
+		"--container-runtime-endpoint=" + endpoint,
 		"--root-dir=" + root,
 		"--healthz-port=" + strconv.Itoa(port),
 	}
