@@ -64,8 +64,8 @@ func TestClusterQoSCgroups(t *testing.T) {
 	}
 	unlimited := c.cgroupValue(t, "memory", "kubepods/besteffort", "memory.limit_in_bytes")
 	for _, tc := range []struct {
-		pod                         *v1.Pod
-		dir                         string
+		pod                        *v1.Pod
+		dir                        string
 		shares, quota, memoryLimit string
 	}{
 		{guaranteed, "kubepods/pod" + string(guaranteed.UID), "512", "50000", "67108864"},
