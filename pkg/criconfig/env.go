@@ -289,7 +289,7 @@ func podFieldValue(pod *v1.Pod, fs *v1.ObjectFieldSelector, opts ContainerOption
 	case "status.podIPs":
 		return strings.Join(podIPs, ","), nil
 	}
-	return podMetadataField(pod, fs.FieldPath)
+	return PodMetadataField(pod, fs.FieldPath)
 }
 
 // containerResourceValue resolves a downward API resourceFieldRef. Limits

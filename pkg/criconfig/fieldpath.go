@@ -23,10 +23,10 @@ func splitSubscriptedPath(fieldPath string) (path, subscript string, ok bool) {
 	return path, subscript, true
 }
 
-// podMetadataField returns one of the pod's metadata fields a downward API
-// reference may name: name, namespace, uid, and labels or annotations whole
-// (one `key="value"` per line, sorted) or by key.
-func podMetadataField(pod *v1.Pod, fieldPath string) (string, error) {
+// PodMetadataField returns one of the pod's metadata fields a downward API
+// reference (env var or volume file) may name: name, namespace, uid, and labels
+// or annotations whole (one `key="value"` per line, sorted) or by key.
+func PodMetadataField(pod *v1.Pod, fieldPath string) (string, error) {
 	if path, key, ok := splitSubscriptedPath(fieldPath); ok {
 		switch path {
 		case "metadata.annotations":

@@ -160,20 +160,28 @@ func (m *Manager) bindMount(src, dst string) error {
 
 // isMountPoint reports whether anything is mounted exactly at dir.
 func (m *Manager) isMountPoint(dir string) (bool, error) {
+	fsType, err := m.mountedAt(dir)
+	return fsType != "", err
+}
+
+// mountedAt is the type of the filesystem mounted exactly at dir (the last one stacked
+// there), "" when nothing is.
+func (m *Manager) mountedAt(dir string) (string, error) {
 	mounts, err := readMountInfo(m.mountInfoPath)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return false, err
+		return "", err
 	}
+	fsType := ""
 	for _, mnt := range mounts {
 		if mnt.mountPoint == resolved {
-			return true, nil
+			fsType = mnt.fsType
 		}
 	}
-	return false, nil
+	return fsType, nil
 }
 
 // persistentVolumeTypeName is the JSON name of the PV source's set field.

@@ -92,20 +92,8 @@ func (m *Manager) setUpTmpfs(dir string, sizeBytes int64) error {
 
 // isTmpfsMountPoint reports whether a tmpfs is mounted exactly at dir.
 func (m *Manager) isTmpfsMountPoint(dir string) (bool, error) {
-	mounts, err := readMountInfo(m.mountInfoPath)
-	if err != nil {
-		return false, err
-	}
-	resolved, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return false, err
-	}
-	for _, mnt := range mounts {
-		if mnt.mountPoint == resolved && mnt.fsType == "tmpfs" {
-			return true, nil
-		}
-	}
-	return false, nil
+	fsType, err := m.mountedAt(dir)
+	return fsType == "tmpfs", err
 }
 
 // tmpfsSize is the size of a memory-backed emptyDir as upstream sizes it:

@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/volumes/atomic"
 )
 
@@ -45,79 +44,11 @@ func downwardAPIFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile, defaultMode
 func downwardAPIValue(pod *v1.Pod, item v1.DownwardAPIVolumeFile, nodeAllocatable v1.ResourceList) (string, error) {
 	switch {
 	case item.FieldRef != nil:
-		return podFieldValue(pod, item.FieldRef.FieldPath)
+		return criconfig.PodMetadataField(pod, item.FieldRef.FieldPath)
 	case item.ResourceFieldRef != nil:
 		return containerResourceValue(pod, item.ResourceFieldRef, nodeAllocatable)
 	}
 	return "", nil
-}
-
-// podFieldValue reads the pod metadata a downwardAPI volume may expose:
-// name, namespace, uid, all labels or annotations (sorted `key="value"`
-// lines, values Go-quoted) or one of them (metadata.labels['key']).
-func podFieldValue(pod *v1.Pod, fieldPath string) (string, error) {
-	if field, key, ok := splitSubscript(fieldPath); ok {
-		switch field {
-		case "metadata.annotations":
-			// Annotation keys are checked lower-cased, as upstream does.
-			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";"))
-			}
-			return pod.Annotations[key], nil
-		case "metadata.labels":
-			if errs := validation.IsQualifiedName(key); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", fieldPath, strings.Join(errs, ";"))
-			}
-			return pod.Labels[key], nil
-		}
-		return "", fmt.Errorf("fieldPath %q does not support subscript", fieldPath)
-	}
-	switch fieldPath {
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	}
-	return "", fmt.Errorf("unsupported fieldPath: %v", fieldPath)
-}
-
-// splitSubscript splits "metadata.labels['key']" into its field and key.
-func splitSubscript(fieldPath string) (field, key string, ok bool) {
-	trimmed, found := strings.CutSuffix(fieldPath, "']")
-	if !found {
-		return "", "", false
-	}
-	field, key, found = strings.Cut(trimmed, "['")
-	if !found || field == "" {
-		return "", "", false
-	}
-	return field, key, true
-}
-
-// formatMap writes one `key="value"` line per entry, sorted by key, with no
-// newline after the last.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(m[k]))
-	}
-	return b.String()
 }
 
 // containerResourceValue reads a named container's limit or request,
