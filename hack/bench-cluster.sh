@@ -17,9 +17,10 @@
 #   BENCH_VOLUME_ROUNDS=7 BENCH_VOLUME_PODS=100 BENCH_VOLUME_WINDOW=15s
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== cluster mode: nodelet vs upstream's kubelet, scenarios ${BENCH_SCENARIOS:-all}: API create → Ready; 20 pods;" \
-	"RSS and idle CPU; kubelet API /pods, /stats/summary and kubectl exec with ${BENCH_API_PODS:-100} pods;" \
-	"pods with configMap + secret + token volumes, create → Ready and RSS with ${BENCH_VOLUME_PODS:-100} pods =="
+# pods: API create → Ready, 20 pods, RSS and idle CPU; api: kubelet API /pods,
+# /stats/summary and kubectl exec with BENCH_API_PODS pods; volumes: pods with configMap +
+# secret + token volumes, create → Ready and RSS with BENCH_VOLUME_PODS pods.
+echo "== cluster mode: nodelet vs upstream's kubelet, scenarios: ${BENCH_SCENARIOS:-all} (of pods, api, volumes) =="
 exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
 	-kubectl "${KUBECTL:-/var/cache/nodelet/k8s-v1.37.2/bin/kubectl}" \
