@@ -13,14 +13,20 @@
 #   BENCH_ROUNDS=7 BENCH_BATCH_ROUNDS=5 BENCH_IDLE=60s
 #   BENCH_API_PODS=100 (0: no kubelet API figures) BENCH_API_CLIENTS=4 BENCH_API_ROUNDS=2
 #   BENCH_API_WINDOW=10s BENCH_EXEC_RUNS=11
+#   BENCH_SCENARIOS=all   or a comma-separated list of pods, api, volumes (e.g. volumes alone)
+#   BENCH_VOLUME_ROUNDS=7 BENCH_VOLUME_PODS=100 BENCH_VOLUME_WINDOW=15s
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== cluster mode: nodelet vs upstream's kubelet, API create → Ready; 20 pods; RSS and idle CPU;" \
-	"kubelet API /pods, /stats/summary and kubectl exec with ${BENCH_API_PODS:-100} pods =="
+# pods: API create → Ready, 20 pods, RSS and idle CPU; api: kubelet API /pods,
+# /stats/summary and kubectl exec with BENCH_API_PODS pods; volumes: pods with configMap +
+# secret + token volumes, create → Ready and RSS with BENCH_VOLUME_PODS pods.
+echo "== cluster mode: nodelet vs upstream's kubelet, scenarios: ${BENCH_SCENARIOS:-all} (of pods, api, volumes) =="
 exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
 	-kubectl "${KUBECTL:-/var/cache/nodelet/k8s-v1.37.2/bin/kubectl}" \
 	-lock "${NODELET_BENCH_LOCK-/run/nodelet-shared.lock}" \
 	-rounds "${BENCH_ROUNDS:-7}" -batch-rounds "${BENCH_BATCH_ROUNDS:-5}" -pods 20 -idle "${BENCH_IDLE:-60s}" \
 	-api-pods "${BENCH_API_PODS:-100}" -api-clients "${BENCH_API_CLIENTS:-4}" -api-rounds "${BENCH_API_ROUNDS:-2}" \
-	-api-window "${BENCH_API_WINDOW:-10s}" -exec-runs "${BENCH_EXEC_RUNS:-11}"
+	-api-window "${BENCH_API_WINDOW:-10s}" -exec-runs "${BENCH_EXEC_RUNS:-11}" \
+	-scenarios "${BENCH_SCENARIOS:-all}" -volume-rounds "${BENCH_VOLUME_ROUNDS:-7}" \
+	-volume-pods "${BENCH_VOLUME_PODS:-100}" -volume-window "${BENCH_VOLUME_WINDOW:-15s}"

@@ -89,7 +89,7 @@ func (b *bench) kubeletAPI(ctx context.Context) error {
 	r := &b.results.api
 	names := podNames("api", b.o.apiPods)
 	for _, k := range b.kubelets() {
-		d, err := b.createAllReady(ctx, k, names)
+		d, err := b.createAllReady(ctx, k, benchPod, names)
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,12 @@
 //     latency of GET /pods and GET /stats/summary (-api-clients clients for -api-window,
 //     -api-rounds times, straight to the kubelet's HTTPS port with the control plane's
 //     apiserver-kubelet-client certificate), and the `kubectl exec POD -- true` round trip
-//     through the API server, median and p90 of -exec-runs (see api.go).
+//     through the API server, median and p90 of -exec-runs (see api.go);
+//  5. volumes: a pod with a configMap, a secret and the default projected service-account
+//     token, API create → Ready, median of -volume-rounds; and each kubelet's RSS with
+//     -volume-pods such pods (see volumes.go).
+//
+// -scenarios picks which run: pods (1-3), api (4), volumes (5); all by default.
 //
 // For context it also prints the containerd floor (the same pods started by direct CRI
 // calls, which no kubelet can beat), each kubelet's share above it, the CPU each kubelet
@@ -39,6 +44,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,7 +67,52 @@ type options struct {
 	rounds, batchRounds, pods, verbosity                         int
 	apiPods, apiClients, apiRounds, execRuns                     int
 	settle, idleSettle, idle, apiWindow                          time.Duration
+	volumeRounds, volumePods                                     int
+	volumeWindow                                                 time.Duration
 	server, keepLogs                                             bool
+	// scenarios are the parts of the bench that run (scenarioPods, ...).
+	scenarios map[string]bool
+}
+
+// The scenarios -scenarios selects from, in the order they run.
+const (
+	scenarioPods    = "pods"
+	scenarioAPI     = "api"
+	scenarioVolumes = "volumes"
+)
+
+var allScenarios = []string{scenarioPods, scenarioAPI, scenarioVolumes}
+
+func (o options) runs(scenario string) bool { return o.scenarios[scenario] }
+
+// scenarioList is the selected scenarios in the order they run.
+func (o options) scenarioList() []string {
+	var list []string
+	for _, s := range allScenarios {
+		if o.runs(s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// parseScenarios reads -scenarios: a comma-separated list of scenarios, or "all".
+func parseScenarios(list string) (map[string]bool, error) {
+	set := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "all":
+			for _, a := range allScenarios {
+				set[a] = true
+			}
+		case slices.Contains(allScenarios, s):
+			set[s] = true
+		default:
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (want %s or all)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	return set, nil
 }
 
 // The rigs: state, run dirs, bridges and subnets no other rig on these machines uses.
@@ -90,9 +141,18 @@ func main() {
 	flag.IntVar(&o.apiRounds, "api-rounds", 2, "windows per kubelet and endpoint (alternating which kubelet goes first)")
 	flag.DurationVar(&o.apiWindow, "api-window", 10*time.Second, "length of one kubelet API window")
 	flag.IntVar(&o.execRuns, "exec-runs", 11, "kubectl exec round trips per kubelet")
+	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: "+strings.Join(allScenarios, ", ")+", or all")
+	flag.IntVar(&o.volumeRounds, "volume-rounds", 7, "volumes scenario: single-pod rounds per kubelet")
+	flag.IntVar(&o.volumePods, "volume-pods", 100, "volumes scenario: pods on each node for the RSS figure")
+	flag.DurationVar(&o.volumeWindow, "volume-window", 15*time.Second, "volumes scenario: window over which RSS is sampled (every 5 s) with -volume-pods pods")
 	flag.BoolVar(&o.server, "server", true, "enableServer for both: each serves its kubelet API on a free port (needed for the API figures)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the kubelets' logs and configs (always kept after a failure)")
 	flag.Parse()
+	var err error
+	if o.scenarios, err = parseScenarios(*scenarios); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -124,10 +184,19 @@ type bench struct {
 func (b *bench) kubelets() []*kubelet { return []*kubelet{b.nodelet, b.upstream} }
 
 func run(ctx context.Context, o options) (err error) {
-	if o.rounds < 1 || o.batchRounds < 1 || o.pods < 1 {
+	if o.apiPods == 0 {
+		delete(o.scenarios, scenarioAPI)
+	}
+	if len(o.scenarios) == 0 {
+		return errors.New("no scenario to run")
+	}
+	if o.runs(scenarioPods) && (o.rounds < 1 || o.batchRounds < 1 || o.pods < 1) {
 		return errors.New("-rounds, -batch-rounds and -pods must be at least 1")
 	}
-	if o.apiPods > 0 && (!o.server || o.apiClients < 1 || o.apiRounds < 1 || o.execRuns < 1 || o.apiWindow <= 0) {
+	if o.runs(scenarioVolumes) && (o.volumeRounds < 1 || o.volumePods < 1 || o.volumeWindow <= 0) {
+		return errors.New("-volume-rounds, -volume-pods and -volume-window must be above 0")
+	}
+	if o.runs(scenarioAPI) && (!o.server || o.apiClients < 1 || o.apiRounds < 1 || o.execRuns < 1 || o.apiWindow <= 0) {
 		return errors.New("the API figures (-api-pods > 0) need -server, and -api-clients, -api-rounds, -exec-runs and -api-window above 0")
 	}
 	for _, p := range []*string{&o.repo, &o.nodeletBin, &o.upstreamBin, &o.kubectlBin} {

@@ -30,6 +30,7 @@ type results struct {
 	// cycleCPU is, per batch cycle, the CPU used by the kubelet and by its containerd.
 	cycleCPU map[string][][2]time.Duration
 	api      apiResults
+	volumes  volumeResults
 	// loadBefore and loadAfter are the machine's load averages (/proc/loadavg) at the
 	// start and the end of the measurements.
 	loadBefore, loadAfter string
@@ -40,7 +41,7 @@ func newResults() results {
 		create1: map[string][]time.Duration{}, delete1: map[string][]time.Duration{},
 		createN: map[string][]time.Duration{}, deleteN: map[string][]time.Duration{},
 		rssMiB: map[string]float64{}, rssSplit: map[string][2]float64{}, cpu: map[string]time.Duration{}, children: map[string]time.Duration{},
-		cycleCPU: map[string][][2]time.Duration{}, api: newAPIResults()}
+		cycleCPU: map[string][][2]time.Duration{}, api: newAPIResults(), volumes: newVolumeResults()}
 }
 
 func (b *bench) measure(ctx context.Context) error {
@@ -50,16 +51,18 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	b.rawRuntime = rs
 	b.results.loadBefore = loadAverage()
-	// One pod each first, not counted: one-time costs (QoS cgroups, caches, the first
-	// status patch) stay out of the figures.
-	for _, k := range b.kubelets() {
-		if _, _, err := b.cycle(ctx, k, []string{"warm"}); err != nil {
-			return err
-		}
+	var steps []func(context.Context) error
+	if b.o.runs(scenarioPods) || b.o.runs(scenarioAPI) {
+		steps = append(steps, b.warmUp)
 	}
-	steps := []func(context.Context) error{b.singlePods, b.batches, b.idle}
-	if b.o.apiPods > 0 {
+	if b.o.runs(scenarioPods) {
+		steps = append(steps, b.singlePods, b.batches, b.idle)
+	}
+	if b.o.runs(scenarioAPI) {
 		steps = append(steps, b.kubeletAPI)
+	}
+	if b.o.runs(scenarioVolumes) {
+		steps = append(steps, b.volumes)
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -68,6 +71,17 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	b.results.loadAfter = loadAverage()
 	b.print(os.Stdout)
+	return nil
+}
+
+// warmUp runs one pod on each kubelet first, not counted: one-time costs (QoS cgroups,
+// caches, the first status patch) stay out of the figures.
+func (b *bench) warmUp(ctx context.Context) error {
+	for _, k := range b.kubelets() {
+		if _, _, err := b.cycle(ctx, k, benchPod, []string{"warm"}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -99,7 +113,7 @@ func (b *bench) singlePods(ctx context.Context) error {
 		names := []string{fmt.Sprintf("one-%d", round)}
 		single := func(k *kubelet) func() error {
 			return func() error {
-				created, deleted, err := b.cycle(ctx, k, names)
+				created, deleted, err := b.cycle(ctx, k, benchPod, names)
 				r.create1[k.name] = append(r.create1[k.name], created)
 				r.delete1[k.name] = append(r.delete1[k.name], deleted)
 				return err
@@ -126,7 +140,7 @@ func (b *bench) batches(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				created, deleted, err := b.cycle(ctx, k, names)
+				created, deleted, err := b.cycle(ctx, k, benchPod, names)
 				if err != nil {
 					return err
 				}
@@ -155,8 +169,8 @@ func podNames(prefix string, n int) []string {
 
 // cycle creates the pods on k's node at once and waits until all are Ready, then deletes
 // them at once and waits until all are gone from the API; it pauses after each half.
-func (b *bench) cycle(ctx context.Context, k *kubelet, names []string) (created, deleted time.Duration, err error) {
-	if created, err = b.createAllReady(ctx, k, names); err != nil {
+func (b *bench) cycle(ctx context.Context, k *kubelet, kind podKind, names []string) (created, deleted time.Duration, err error) {
+	if created, err = b.createAllReady(ctx, k, kind, names); err != nil {
 		return 0, 0, err
 	}
 	if err := b.pause(ctx); err != nil {
@@ -190,8 +204,8 @@ func (b *bench) pause(ctx context.Context) error {
 	return b.sleep(ctx, b.o.settle+rand.N(time.Second))
 }
 
-func (b *bench) createAllReady(ctx context.Context, k *kubelet, names []string) (time.Duration, error) {
-	start, err := b.createPods(ctx, k, names)
+func (b *bench) createAllReady(ctx context.Context, k *kubelet, kind podKind, names []string) (time.Duration, error) {
+	start, err := b.createPods(ctx, k, kind, names)
 	if err != nil {
 		return 0, err
 	}
@@ -239,36 +253,22 @@ func (b *bench) alive() error {
 func (b *bench) idle(ctx context.Context) error {
 	names := podNames("idle", b.o.pods)
 	for _, k := range b.kubelets() {
-		if _, err := b.createAllReady(ctx, k, names); err != nil {
+		if _, err := b.createAllReady(ctx, k, benchPod, names); err != nil {
 			return err
 		}
 	}
 	if err := b.sleep(ctx, b.o.idleSettle); err != nil {
 		return err
 	}
-	samples := map[string][]usage{}
-	for end := time.Now().Add(b.o.idle); ; {
-		for _, k := range b.kubelets() {
-			u, err := k.usage()
-			if err != nil {
-				return err
-			}
-			samples[k.name] = append(samples[k.name], u)
-		}
-		if !time.Now().Before(end) {
-			break
-		}
-		if err := b.sleep(ctx, min(5*time.Second, time.Until(end))); err != nil {
-			return err
-		}
+	samples, err := b.sampleUsage(ctx, b.o.idle)
+	if err != nil {
+		return err
 	}
 	for name, s := range samples {
 		first, last := s[0], s[len(s)-1]
 		b.results.cpu[name], b.results.children[name] = last.cpu-first.cpu, last.children-first.children
 		b.results.window = last.at.Sub(first.at)
-		byRSS := append([]usage(nil), s...)
-		sort.Slice(byRSS, func(i, j int) bool { return byRSS[i].rssMiB < byRSS[j].rssMiB })
-		mid := byRSS[len(byRSS)/2]
+		mid := medianRSS(s)
 		b.results.rssMiB[name], b.results.rssSplit[name] = mid.rssMiB, [2]float64{mid.anonMiB, mid.fileMiB}
 	}
 	for _, k := range b.kubelets() {
@@ -277,6 +277,33 @@ func (b *bench) idle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sampleUsage samples both kubelets every 5 s over window, from its start to its end.
+func (b *bench) sampleUsage(ctx context.Context, window time.Duration) (map[string][]usage, error) {
+	samples := map[string][]usage{}
+	for end := time.Now().Add(window); ; {
+		for _, k := range b.kubelets() {
+			u, err := k.usage()
+			if err != nil {
+				return nil, err
+			}
+			samples[k.name] = append(samples[k.name], u)
+		}
+		if !time.Now().Before(end) {
+			return samples, nil
+		}
+		if err := b.sleep(ctx, min(5*time.Second, time.Until(end))); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// medianRSS is the sample of median RSS (it moves with each garbage collection).
+func medianRSS(s []usage) usage {
+	byRSS := append([]usage(nil), s...)
+	sort.Slice(byRSS, func(i, j int) bool { return byRSS[i].rssMiB < byRSS[j].rssMiB })
+	return byRSS[len(byRSS)/2]
 }
 
 // row is one line of the table: nodelet's and upstream's figure, and the aim for their
@@ -291,10 +318,25 @@ type row struct {
 
 func (b *bench) rows() []row {
 	r := b.results
+	rows := []row{{what: "kubelet start → Node Ready (1 sample)", n: r.nodeReady["nodelet"].Seconds(), u: r.nodeReady["upstream"].Seconds(), duration: true}}
+	if b.o.runs(scenarioPods) {
+		rows = append(rows, b.podRows()...)
+	}
+	if b.o.runs(scenarioAPI) {
+		rows = append(rows, b.apiRows()...)
+	}
+	if b.o.runs(scenarioVolumes) {
+		rows = append(rows, b.volumeRows()...)
+	}
+	return rows
+}
+
+// podRows are the table's rows of the plain pods: single, batches, idle.
+func (b *bench) podRows() []row {
+	r := b.results
 	med := func(m map[string][]time.Duration, name string) float64 { return median(m[name]).Seconds() }
 	perSecond := func(name string) float64 { return 1000 * r.cpu[name].Seconds() / r.window.Seconds() }
-	rows := []row{
-		{what: "kubelet start → Node Ready (1 sample)", n: r.nodeReady["nodelet"].Seconds(), u: r.nodeReady["upstream"].Seconds(), duration: true},
+	return []row{
 		{what: fmt.Sprintf("API create → Ready, 1 pod (median of %d)", b.o.rounds), n: med(r.create1, "nodelet"), u: med(r.create1, "upstream"), aim: 0.5, duration: true},
 		{what: fmt.Sprintf("1 pod deleted → gone (median of %d)", b.o.rounds), n: med(r.delete1, "nodelet"), u: med(r.delete1, "upstream"), duration: true},
 		{what: fmt.Sprintf("%d pods created at once → all Ready (median of %d)", b.o.pods, b.o.batchRounds), n: med(r.createN, "nodelet"), u: med(r.createN, "upstream"), aim: 0.6, duration: true},
@@ -302,15 +344,11 @@ func (b *bench) rows() []row {
 		{what: fmt.Sprintf("kubelet RSS with %d pods (median)", b.o.pods), n: r.rssMiB["nodelet"], u: r.rssMiB["upstream"], unit: "MiB", aim: 0.4},
 		{what: fmt.Sprintf("idle CPU with %d pods (over %.0f s)", b.o.pods, r.window.Seconds()), n: perSecond("nodelet"), u: perSecond("upstream"), unit: "ms/s", aim: 0.33},
 	}
-	if b.o.apiPods > 0 {
-		rows = append(rows, b.apiRows()...)
-	}
-	return rows
 }
 
 func (b *bench) print(out *os.File) {
 	fmt.Fprintf(out, "cluster mode: nodelet vs upstream's kubelet v1.37.2, one run, one control plane, a containerd each\n")
-	fmt.Fprintf(out, "pods: %s, pinned with spec.nodeName, no probe, no service account token; times from the API call to the watch event; rounds alternate\n", image)
+	fmt.Fprintf(out, "pods: %s, pinned with spec.nodeName, no probe; times from the API call to the watch event; rounds alternate; scenarios: %s\n", image, strings.Join(b.o.scenarioList(), ", "))
 	fmt.Fprintf(out, "load average (1, 5, 15 min) at the start %s, at the end %s (2 cores, shared)\n\n", b.results.loadBefore, b.results.loadAfter)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "what\tnodelet\tupstream\tratio\taim\t")
@@ -326,11 +364,23 @@ func (b *bench) print(out *os.File) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\t%s\t\n", r.what, r.format(r.n), r.format(r.u), r.n/r.u, aim)
 	}
 	w.Flush()
-	b.printFloor(out)
-	if b.o.apiPods > 0 {
+	if b.o.runs(scenarioPods) {
+		b.printFloor(out)
+	}
+	if b.o.runs(scenarioAPI) {
 		b.printAPIContext(out)
 	}
-	fmt.Fprintln(out, "\nsamples in round order (s):")
+	if b.o.runs(scenarioPods) {
+		b.printPodSamples(out)
+	}
+	if b.o.runs(scenarioVolumes) {
+		b.printVolumeContext(out)
+	}
+}
+
+// printPodSamples prints the plain pods' samples, CPU per batch and RSS split.
+func (b *bench) printPodSamples(out *os.File) {
+	fmt.Fprintln(out, "\nsamples in round order (s), pods without volumes nor service account token:")
 	for _, s := range []struct {
 		what string
 		m    map[string][]time.Duration

@@ -25,9 +25,13 @@ const (
 	containerScript = `trap "exit 0" TERM; sleep 3600 & wait`
 )
 
+// podKind makes one of a scenario's pods: name, in namespace, pinned to node.
+type podKind func(runID, namespace, name, node string) *v1.Pod
+
 // benchPod is the pod both kubelets run: one busybox container, no probes, pinned to the
-// node with spec.nodeName (no scheduler in the path), no service account token (projected
-// volumes are not in nodelet yet), DNS from the node (no cluster DNS on this control plane).
+// node with spec.nodeName (no scheduler in the path), no service account token (the
+// volumes scenario measures volumes apart, see volumes.go), DNS from the node (no cluster
+// DNS on this control plane).
 func benchPod(runID, namespace, name, node string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{benchLabel: runID}},
@@ -163,11 +167,11 @@ func forEach(names []string, f func(name string) error) error {
 	return errors.Join(errs...)
 }
 
-// createPods creates the pods on k's node, all at once, and returns when it began.
-func (b *bench) createPods(ctx context.Context, k *kubelet, names []string) (time.Time, error) {
+// createPods creates the pods (of kind) on k's node, all at once, and returns when it began.
+func (b *bench) createPods(ctx context.Context, k *kubelet, kind podKind, names []string) (time.Time, error) {
 	pods := make(map[string]*v1.Pod, len(names))
 	for _, n := range names {
-		pods[n] = benchPod(b.runID, k.namespace, n, k.node)
+		pods[n] = kind(b.runID, k.namespace, n, k.node)
 	}
 	start := time.Now()
 	return start, forEach(names, func(name string) error {
