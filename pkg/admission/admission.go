@@ -140,6 +140,18 @@ func New(node func() (*v1.Node, error), opts Options) (*Admitter, error) {
 // update their static pod), pods whose termination was requested, nor pods already
 // terminal.
 func (a *Admitter) Admit(pod *v1.Pod, active []*v1.Pod) Result {
+	return a.admit(pod, active, "add")
+}
+
+// AdmitResize checks an in-place resize of an admitted pod: pod carries the desired
+// resources and allocated the other pods with their allocated resources (upstream runs
+// the same handlers with the resize operation). A refusal leaves the pod running as it
+// is; the kubelet reports the resize pending with the Result's reason and message.
+func (a *Admitter) AdmitResize(pod *v1.Pod, allocated []*v1.Pod) Result {
+	return a.admit(pod, allocated, "resize")
+}
+
+func (a *Admitter) admit(pod *v1.Pod, active []*v1.Pod, operation string) Result {
 	others := make([]*v1.Pod, 0, len(active))
 	for _, p := range active {
 		if p.UID != pod.UID {
@@ -149,7 +161,7 @@ func (a *Admitter) Admit(pod *v1.Pod, active []*v1.Pod) Result {
 	for _, admit := range a.handlers {
 		if r := admit(pod, others); !r.Admit {
 			klog.InfoS("Pod admission denied", "podUID", pod.UID, "pod", klog.KObj(pod),
-				"reason", r.Reason, "message", r.Message, "operation", "add")
+				"reason", r.Reason, "message", r.Message, "operation", operation)
 			return r
 		}
 	}

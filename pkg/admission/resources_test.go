@@ -144,3 +144,16 @@ func TestResourceNameClasses(t *testing.T) {
 		}
 	}
 }
+
+// A resize is admitted as a new pod is, against the other pods' allocations: the pod's
+// own old resources (given among the others by mistake) do not count.
+func TestAdmitResize(t *testing.T) {
+	a := newTestAdmitter(t, testNode(), Options{})
+	resized := apiPod("p", containers(ctr("a", rl("cpu", "1500m"))))
+	old := apiPod("p", containers(ctr("a", rl("cpu", "500m"))))
+	other := apiPod("o", containers(ctr("a", rl("cpu", "500m"))))
+	checkResult(t, a.AdmitResize(resized, []*v1.Pod{old, other}), "", "")
+	bigger := apiPod("p", containers(ctr("a", rl("cpu", "1600m"))))
+	checkResult(t, a.AdmitResize(bigger, []*v1.Pod{old, other}), "OutOfcpu",
+		"Node didn't have enough resource: cpu, requested: 1600, used: 500, capacity: 2000")
+}

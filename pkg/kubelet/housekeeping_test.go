@@ -31,6 +31,8 @@ type fakeRuntime struct {
 	running []*container.Pod
 	killed  []types.UID
 	synced  []types.UID
+	// lastSynced is the pod each SyncPod was last given, by UID.
+	lastSynced map[types.UID]*v1.Pod
 	// result is what SyncPod returns.
 	result container.PodSyncResult
 	// onSync, when set, is called with each SyncPod's context.
@@ -56,6 +58,10 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ *container.Pod
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced = append(f.synced, pod.UID)
+	if f.lastSynced == nil {
+		f.lastSynced = map[types.UID]*v1.Pod{}
+	}
+	f.lastSynced[pod.UID] = pod
 	return f.result
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/pleg"
@@ -61,6 +62,19 @@ type Prober interface {
 // active (upstream's admit handlers; pkg/admission). A refused pod fails with the reason.
 type Admitter interface {
 	Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message string)
+	// AdmitResize decides whether an admitted pod's new resources fit next to the other
+	// pods' allocated ones; a refused resize stays pending with the reason.
+	AdmitResize(pod *v1.Pod, allocated []*v1.Pod) (ok bool, reason, message string)
+}
+
+// ResizeRuntime is what the loop needs of the runtime manager for in-place resizes
+// (implemented by *kuberuntime.Manager).
+type ResizeRuntime interface {
+	// IsPodResizeInProgress says whether the pod's allocated resources differ from
+	// those applied to its running containers.
+	IsPodResizeInProgress(pod *v1.Pod, status *container.PodStatus) bool
+	// ActuatedContainerResources returns the resources last applied to a container.
+	ActuatedContainerResources(uid types.UID, name string) (v1.ResourceRequirements, bool)
 }
 
 // MirrorClient creates and deletes the API server's mirror pods of static pods (cluster
@@ -105,6 +119,9 @@ type Config struct {
 	GCPolicy           container.GCPolicy
 	// GCPeriod is how often container garbage collection runs (upstream: 1 minute).
 	GCPeriod time.Duration
+	// PodLevelResourcesResize is the InPlacePodLevelResourcesVerticalScaling gate: when
+	// off, resizes of spec.resources are Infeasible.
+	PodLevelResourcesResize bool
 }
 
 // Deps are the components the loop drives; each is a small interface or a package of its own.
@@ -133,6 +150,11 @@ type Deps struct {
 	// Pods is the pod manager; nil makes a new one. Cluster mode shares it with the API
 	// status syncer, which reads the pods as last delivered and the mirror pods.
 	Pods *podmanager.Manager
+	// Allocations hold the resources admitted for each pod (the allocated_pods_state
+	// checkpoint); nil keeps them in memory.
+	Allocations *allocation.Store
+	// Resize tracks in-place resizes in the runtime; nil reports none in progress.
+	Resize ResizeRuntime
 }
 
 // Kubelet is the loop: it turns pod updates, runtime events and timers into pod-worker work.
@@ -153,6 +175,10 @@ type Kubelet struct {
 	loopEntered atomic.Int64
 	// startup traces the pods that are starting (pkg/metrics/podstartup).
 	startup *podstartup.Tracker
+	// allocation admits pods and their resizes; the workers run allocated pods.
+	allocation *allocation.Manager
+	// resizes are the pods' PodResizePending and PodResizeInProgress conditions.
+	resizes *status.ResizeConditions
 }
 
 // New wires the loop.
@@ -175,6 +201,13 @@ func New(cfg Config, deps Deps) *Kubelet {
 		sourcesSeen: seenSources{seen: sets.New[string]()},
 		startup:     podstartup.NewTracker(deps.Clock),
 	}
+	k.resizes = status.NewResizeConditions(deps.Clock.Now)
+	k.allocation = allocation.NewManager(allocation.Options{
+		Store: deps.Allocations, Admit: k.admitAgainst, Conditions: k.resizes, Recorder: deps.Recorder,
+		ActivePods: k.ActivePods, PodByUID: k.pods.GetPodByUID, SourcesReady: k.sourcesReady,
+		TriggerSync:    func(pod *v1.Pod) { k.dispatch(pod, podworkers.SyncPodSync) },
+		PodLevelResize: cfg.PodLevelResourcesResize, Now: deps.Clock.Now,
+	})
 	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = &housekeeper{k: k}
 	k.deadlines = &activeDeadlines{status: deps.Status, recorder: deps.Recorder, clock: deps.Clock}

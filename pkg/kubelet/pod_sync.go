@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/metrics"
@@ -28,6 +29,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	if updateType == podworkers.SyncPodCreate {
 		k.observeSince(metrics.PodWorkerStartDuration, pod)
 	}
+	k.trackResizeProgress(pod, ps)
 	previous, hadStatus := k.previousStatus(pod)
 	apiStatus := k.generateStatusFrom(pod, ps, previous, false)
 	if hadStatus && previous.Phase == v1.PodPending && apiStatus.Phase == v1.PodRunning {
@@ -57,6 +59,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	k.deps.Prober.AddPod(pod)
 	result := k.deps.Runtime.SyncPod(ctx, pod, ps, nil, k.backOff)
 	k.reasons.Update(pod.UID, result)
+	resized := k.recordResizeResult(pod, result)
 	if err := result.Error(); err != nil {
 		if onlyBackOff(result) {
 			return false, nil, podworkers.ErrBackOffWait
@@ -67,8 +70,58 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		return false, nil, nil
 	}
 	// The sync changed the pod: relist it at once, so its new containers are seen (and
-	// reported Running, then Ready) without waiting for the next periodic relist.
-	return false, func() { k.deps.PLEG.RequestRelist(pod.UID) }, nil
+	// reported Running, then Ready) without waiting for the next periodic relist. After a
+	// resize the pod syncs again, which finds it done (upstream reinspects the pod).
+	return false, func() {
+		k.deps.PLEG.RequestRelist(pod.UID)
+		if resized {
+			k.syncAgain(pod.UID)
+		}
+	}, nil
+}
+
+// trackResizeProgress sets PodResizeInProgress while the allocated resources of a running
+// container differ from those applied, and clears it, with a ResizeCompleted event, once
+// they match.
+func (k *Kubelet) trackResizeProgress(pod *v1.Pod, ps *container.PodStatus) {
+	if k.deps.Resize == nil || ps == nil {
+		return
+	}
+	if k.deps.Resize.IsPodResizeInProgress(pod, ps) {
+		k.resizes.SetInProgress(pod.UID, "", "", pod.Generation)
+		return
+	}
+	if generation, cleared := k.resizes.ClearInProgress(pod.UID); cleared {
+		k.deps.Recorder.Event(pod, v1.EventTypeNormal, allocation.EventResizeCompleted,
+			allocation.ResizeEventMessage(allocation.ResizeCompletedPrefix, pod, generation, ""))
+	}
+}
+
+// recordResizeResult turns a failed resize into PodResizeInProgress with reason Error (and
+// a ResizeError event when that is news). It reports whether the sync resized anything.
+func (k *Kubelet) recordResizeResult(pod *v1.Pod, result container.PodSyncResult) bool {
+	resized := false
+	for _, r := range result.SyncResults {
+		if r.Action != container.ResizePodInPlace {
+			continue
+		}
+		resized = true
+		if r.Error == nil {
+			continue
+		}
+		if generation, changed := k.resizes.SetInProgress(pod.UID, v1.PodReasonError, r.Message, pod.Generation); changed {
+			k.deps.Recorder.Event(pod, v1.EventTypeWarning, allocation.EventResizeError,
+				allocation.ResizeEventMessage(allocation.ResizeErrorPrefix, pod, generation, r.Message))
+		}
+	}
+	return resized
+}
+
+// syncAgain makes the pod's worker sync the pod as its source last delivered it.
+func (k *Kubelet) syncAgain(uid types.UID) {
+	if pod, ok := k.pods.GetPodByUID(uid); ok {
+		k.dispatch(pod, podworkers.SyncPodSync)
+	}
 }
 
 // recordMountFailures tells the pod's owner which volumes did not mount and why, one
@@ -198,13 +251,36 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 		BackOffReasons: func(name string) (string, string, bool) {
 			return k.reasons.Get(pod.UID, name)
 		},
-		ShouldEvict: k.deadlines.shouldEvict,
-		Now:         time.Now,
+		ShouldEvict:       k.deadlines.shouldEvict,
+		Now:               time.Now,
+		ResizeConditions:  k.resizeConditions(pod, terminal),
+		ActuatedResources: k.actuatedResources(pod.UID),
 	})
 	// The prober sets ready/started from its workers and triggers the first readiness probe
 	// of a container that has just started, instead of waiting for the worker's next tick.
 	k.deps.Prober.UpdatePodStatus(pod, &st)
 	return st
+}
+
+// resizeConditions are the pod's resize conditions to publish; a terminal pod has none
+// (they are forgotten).
+func (k *Kubelet) resizeConditions(pod *v1.Pod, terminal bool) []v1.PodCondition {
+	if terminal {
+		k.resizes.ClearInProgress(pod.UID)
+		k.resizes.ClearPending(pod.UID)
+		return nil
+	}
+	return k.resizes.List(pod.UID)
+}
+
+// actuatedResources reads the runtime manager's record of the pod's container resources.
+func (k *Kubelet) actuatedResources(uid types.UID) func(string) (v1.ResourceRequirements, bool) {
+	if k.deps.Resize == nil {
+		return nil
+	}
+	return func(name string) (v1.ResourceRequirements, bool) {
+		return k.deps.Resize.ActuatedContainerResources(uid, name)
+	}
 }
 
 // observeSince observes, on h, the time since the kubelet first saw the pod (upstream's

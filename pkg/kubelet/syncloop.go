@@ -161,6 +161,6 @@ func (k *Kubelet) podsToSync() []*v1.Pod {
 
 func (k *Kubelet) handlePodSyncs(pods []*v1.Pod) {
 	for _, pod := range pods {
-		k.workers.UpdatePod(podworkers.UpdatePodOptions{Pod: pod, UpdateType: podworkers.SyncPodSync, StartTime: k.deps.Clock.Now()})
+		k.dispatch(pod, podworkers.SyncPodSync)
 	}
 }

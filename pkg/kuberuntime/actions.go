@@ -2,14 +2,12 @@ package kuberuntime
 
 import (
 	"fmt"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 )
 
@@ -50,14 +48,25 @@ type podActions struct {
 	ContainersToKill map[container.ContainerID]containerToKill
 	// EphemeralContainersToStart are indexes into pod.Spec.EphemeralContainers.
 	EphemeralContainersToStart []int
-	// ContainersToResize names running containers whose resources differ from the spec
-	// and whose resize policy allows an in-place update (not supported yet).
-	ContainersToResize []string
+	// ContainersToUpdate are the running containers resized in place, per resource, in
+	// update order (decreases first).
+	ContainersToUpdate map[v1.ResourceName][]containerToUpdate
+	// UpdatePodResources says the pod's cgroup must follow containers that restart with
+	// new resources.
+	UpdatePodResources bool
+	// UpdatePodLevelResources says the pod-level resources changed since last applied.
+	UpdatePodLevelResources bool
 }
 
 func (p podActions) String() string {
-	return fmt.Sprintf("KillPod: %t, CreateSandbox: %t, Attempt: %d, InitContainersToStart: %v, ContainersToStart: %v, EphemeralContainersToStart: %v, ContainersToKill: %d, ContainersToResize: %v",
-		p.KillPod, p.CreateSandbox, p.Attempt, p.InitContainersToStart, p.ContainersToStart, p.EphemeralContainersToStart, len(p.ContainersToKill), p.ContainersToResize)
+	updates := map[v1.ResourceName][]string{}
+	for name, list := range p.ContainersToUpdate {
+		for _, u := range list {
+			updates[name] = append(updates[name], u.spec.Name)
+		}
+	}
+	return fmt.Sprintf("KillPod: %t, CreateSandbox: %t, UpdatePodResources: %t, UpdatePodLevelResources: %t, Attempt: %d, InitContainersToStart: %v, ContainersToStart: %v, EphemeralContainersToStart: %v, ContainersToUpdate: %v, ContainersToKill: %d",
+		p.KillPod, p.CreateSandbox, p.UpdatePodResources, p.UpdatePodLevelResources, p.Attempt, p.InitContainersToStart, p.ContainersToStart, p.EphemeralContainersToStart, updates, len(p.ContainersToKill))
 }
 
 // computePodActions compares the pod spec with the runtime's state and the probe results
@@ -85,6 +94,7 @@ func (m *Manager) computePodActions(pod *v1.Pod, status *container.PodStatus) po
 	}
 
 	initialized := m.computeInitContainerActions(pod, status, &changes)
+	changes.UpdatePodResources = changes.UpdatePodResources || m.startsResized(pod, pod.Spec.InitContainers, changes.InitContainersToStart)
 	if changes.KillPod || !initialized {
 		// Initialization failed or is in progress: regular containers wait.
 		return changes
@@ -101,6 +111,8 @@ func (m *Manager) computePodActions(pod *v1.Pod, status *container.PodStatus) po
 		changes.KillPod = true
 		changes.InitContainersToStart = nil
 	}
+	changes.UpdatePodLevelResources = m.podLevelResized(pod)
+	changes.UpdatePodResources = changes.UpdatePodResources || m.startsResized(pod, pod.Spec.Containers, changes.ContainersToStart)
 	return changes
 }
 
@@ -268,7 +280,12 @@ func (m *Manager) initContainerAction(pod *v1.Pod, i int, cs *container.Status, 
 		changes.InitContainersToStart = append(changes.InitContainersToStart, i)
 	case container.ContainerStateRunning:
 		if !sidecar {
-			break // a regular init container: wait for it to finish
+			// A regular init container: wait for it to finish, resized in place meanwhile
+			// (validation allows it no restart policy for resizes).
+			m.computeResizeAction(pod, c, cs, changes, func() {
+				changes.InitContainersToStart = append(changes.InitContainersToStart, i)
+			})
+			break
 		}
 		m.sidecarRunningAction(pod, i, cs, changes, restart, initializedHere)
 	case container.ContainerStateExited:
@@ -464,12 +481,4 @@ func reverse(s []int) {
 	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
 		s[i], s[j] = s[j], s[i]
 	}
-}
-
-// isStaticPod reports a pod from a file or URL source; upstream never resizes those.
-// Unlike kubetypes.IsStaticPod it matches the API server's source name in any case
-// ("API" counts as the API server), as it always has here.
-func isStaticPod(pod *v1.Pod) bool {
-	source, err := kubetypes.GetPodSource(pod)
-	return err == nil && !strings.EqualFold(source, kubetypes.APIServerSource)
 }

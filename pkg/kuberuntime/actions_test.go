@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -65,14 +64,15 @@ type want struct {
 	init, start, ephemeral []int
 	kill                   map[string]string
 	killReason             map[string]killReason
-	resize                 []string
+	// resize lists the in-place updates in order, as "<resource>/<container>".
+	resize []string
 }
 
 func got(a podActions) want {
 	w := want{
 		killPod: a.KillPod, createSandbox: a.CreateSandbox, attempt: a.Attempt, sandboxID: a.SandboxID,
 		init: a.InitContainersToStart, start: a.ContainersToStart, ephemeral: a.EphemeralContainersToStart,
-		resize: a.ContainersToResize,
+		resize: updateOrder(a),
 	}
 	for _, k := range a.ContainersToKill {
 		if w.kill == nil {
@@ -414,62 +414,13 @@ func normalize(w want) string {
 	return fmt.Sprintf("%+v", w)
 }
 
-func TestComputePodActionsResize(t *testing.T) {
-	pod := newPod("p", ctr("a"))
-	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{
-		Limits:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi"), v1.ResourceCPU: resource.MustParse("500m")},
-		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
-	}
-	sameAsSpec := &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 128 << 20, CpuQuota: 50000, CpuPeriod: 100000, CpuShares: 256}
-	status := func(r *runtimeapi.LinuxContainerResources) *container.PodStatus {
-		s := cs(&pod.Spec.Containers[0], running, 0)
-		s.Resources = &runtimeapi.ContainerResources{Linux: r}
-		return &container.PodStatus{SandboxStatuses: []*runtimeapi.PodSandboxStatus{sandbox("sb1", 0)}, ContainerStatuses: []*container.Status{s}}
-	}
-	m := pureManager()
-	m.opts.CPUCFSQuota = true
-
-	if a := m.computePodActions(pod, status(sameAsSpec)); len(a.ContainersToResize) != 0 || len(a.ContainersToKill) != 0 {
-		t.Fatalf("resources equal to the spec: want no action, got %v", a)
-	}
-	if a := m.computePodActions(pod, status(nil)); len(a.ContainersToResize) != 0 {
-		t.Fatalf("runtime without resources: want no action, got %v", a)
-	}
-	smaller := &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: 64 << 20, CpuQuota: 50000, CpuPeriod: 100000, CpuShares: 256}
-	a := m.computePodActions(pod, status(smaller))
-	if !reflect.DeepEqual(a.ContainersToResize, []string{"a"}) || len(a.ContainersToKill) != 0 || a.KillPod {
-		t.Fatalf("memory differs, default policy: want an in-place resize, got %v", a)
-	}
-	pod.Spec.Containers[0].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
-	status2 := status(smaller)
-	status2.ContainerStatuses[0].Hash = container.HashContainer(&pod.Spec.Containers[0])
-	a = m.computePodActions(pod, status2)
-	if len(a.ContainersToResize) != 0 || len(a.ContainersToKill) != 1 || !reflect.DeepEqual(a.ContainersToStart, []int{0}) {
-		t.Fatalf("memory differs, RestartContainer policy: want kill and restart, got %v", a)
-	}
-}
-
-func TestSyncPodReportsResizeOnlyWhenNeeded(t *testing.T) {
-	env := newTestEnv(t, func(o *Options) { o.CPUCFSQuota = true })
-	pod := newPod("resize", ctr("app"))
-	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi")}
-	if r := syncPod(t, env, pod, nil); r.Error() != nil {
-		t.Fatal(r.Error())
-	}
-	setResources := func(mem int64) {
-		env.rt.Lock()
-		defer env.rt.Unlock()
-		for _, c := range env.rt.Containers {
-			c.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem, CpuShares: 2}}
+// updateOrder lists a's in-place updates, memory then CPU, as "<resource>/<container>".
+func updateOrder(a podActions) []string {
+	var out []string
+	for _, name := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
+		for _, u := range a.ContainersToUpdate[name] {
+			out = append(out, string(name)+"/"+u.spec.Name)
 		}
 	}
-	setResources(128 << 20)
-	if r := syncPod(t, env, pod, nil); failedResult(r, container.ResizePodInPlace) != nil {
-		t.Fatalf("resize reported with equal resources: %+v", r.SyncResults)
-	}
-	setResources(256 << 20)
-	r := syncPod(t, env, pod, nil)
-	if f := failedResult(r, container.ResizePodInPlace); f == nil || f.Error != container.ErrResizePodInPlace {
-		t.Fatalf("want ErrResizePodInPlace, got %+v", r.SyncResults)
-	}
+	return out
 }

@@ -55,6 +55,8 @@ type evictUnit struct {
 //     log symlinks of exited containers go.
 func (m *Manager) GarbageCollect(ctx context.Context, policy container.GCPolicy, allSourcesReady, evictNonDeletedPods bool) error {
 	var errs []error
+	// The actuated resources of deleted pods go (upstream drops them here too).
+	m.actuated.RemoveOrphans(func(uid types.UID) bool { return !m.podState.IsPodDeleted(uid) })
 	if err := m.evictContainers(ctx, policy, allSourcesReady, evictNonDeletedPods); err != nil {
 		errs = append(errs, err)
 	}

@@ -2,6 +2,7 @@ package kuberuntime
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 )
@@ -29,6 +31,38 @@ type fakeRuntime struct {
 	stopTimeouts map[string]int64
 	// execSync, when set, replaces the fake's ExecSync.
 	execSync func(ctx context.Context, id string, cmd []string) ([]byte, []byte, error)
+	// updates records UpdateContainerResources calls, in order; log, when set, gets a
+	// line per call too. updateErr fails them.
+	updates   []containerUpdate
+	log       *[]string
+	updateErr error
+}
+
+// containerUpdate is one UpdateContainerResources call.
+type containerUpdate struct {
+	id        string
+	resources *runtimeapi.LinuxContainerResources
+}
+
+func (f *fakeRuntime) UpdateContainerResources(ctx context.Context, id string, r *runtimeapi.ContainerResources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.updateErr != nil {
+		return f.updateErr
+	}
+	f.updates = append(f.updates, containerUpdate{id: id, resources: r.GetLinux()})
+	if f.log != nil {
+		*f.log = append(*f.log, fmt.Sprintf("update %s mem=%d quota=%d shares=%d", id, r.GetLinux().GetMemoryLimitInBytes(), r.GetLinux().GetCpuQuota(), r.GetLinux().GetCpuShares()))
+	}
+	return f.FakeRuntimeService.UpdateContainerResources(ctx, id, r)
+}
+
+func (f *fakeRuntime) takeUpdates() []containerUpdate {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.updates
+	f.updates = nil
+	return out
 }
 
 func (f *fakeRuntime) StopContainer(ctx context.Context, id string, timeout int64) error {
@@ -157,5 +191,5 @@ func ctr(name string) v1.Container {
 
 // pureManager is a Manager good enough for computePodActions.
 func pureManager() *Manager {
-	return &Manager{runtimeName: "fake", liveness: results.NewManager(), startup: results.NewManager()}
+	return &Manager{runtimeName: "fake", liveness: results.NewManager(), startup: results.NewManager(), actuated: allocation.NewMemoryStore()}
 }

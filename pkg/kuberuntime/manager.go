@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/images"
@@ -108,6 +109,9 @@ type Options struct {
 	// LegacyLogSymlinkDir is where /var/log/containers-style symlinks to container logs
 	// go; "" means /var/log/containers.
 	LegacyLogSymlinkDir string
+	// PodResizer resizes pod cgroups around in-place container resizes (the container
+	// manager); nil updates the containers only.
+	PodResizer PodResizer
 }
 
 // Manager is the runtime manager. It implements container.Runtime,
@@ -130,6 +134,9 @@ type Manager struct {
 	clock         clock.Clock
 	hooks         *hookRunner
 	opts          Options
+	// actuated records the resources each container was created or last resized with
+	// (<RootDir>/actuated_pods_state; in memory without a RootDir).
+	actuated *allocation.Store
 
 	versionMu       sync.Mutex
 	cachedVersion   *runtimeapi.VersionResponse
@@ -170,6 +177,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	m.runtimeName = typed.RuntimeName
 	m.storeVersion(typed)
+	if opts.RootDir != "" {
+		if m.actuated, err = allocation.NewStore(opts.RootDir, allocation.ActuatedPodsStateFile); err != nil {
+			return nil, err
+		}
+	}
 	klog.InfoS("Container runtime initialized", "containerRuntime", typed.RuntimeName,
 		"version", typed.RuntimeVersion, "apiVersion", typed.RuntimeApiVersion)
 
@@ -201,6 +213,9 @@ func (m *Manager) applyDefaults() {
 	}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
+	}
+	if m.actuated == nil {
+		m.actuated = allocation.NewMemoryStore()
 	}
 	if m.opts.LegacyLogSymlinkDir == "" {
 		m.opts.LegacyLogSymlinkDir = defaultLegacyLogSymlinkDir

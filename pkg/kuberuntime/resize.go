@@ -1,102 +1,356 @@
 package kuberuntime
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"math"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/qos"
 )
 
-// Thresholds below which CPU values are equivalent (upstream's cm.MinShares and
-// cm.MinMilliCPULimit).
-const (
-	minShares        = 2
-	minMilliCPULimit = 10
-	sharesPerCPU     = 1024
-	milliCPUToCPU    = 1000
-)
+// In-place resize (upstream's computePodResizeAction and doPodResizeAction). The pod given
+// to SyncPod carries its allocated resources; the manager records in its actuated store
+// the resources each container was created or last updated with. A running container
+// whose allocated CPU or memory differs from its actuated ones is resized: killed and
+// started again when its resize policy for a changed resource says RestartContainer,
+// otherwise updated in place with UpdateContainerResources, memory before CPU, with the
+// pod's cgroup grown before and shrunk after its containers (PodResizer).
 
-// containerResources are the resize-relevant resources: bytes and milli-CPUs.
-type containerResources struct {
-	memoryLimit int64
-	cpuLimit    int64
-	cpuRequest  int64
+// PodResizer resizes a pod's cgroup to the pod's resources around updateContainers, which
+// resizes the containers for one resource (implemented by *cm.ContainerManager: memory,
+// then CPU; a limit that grows is written before the containers, one that shrinks after;
+// a memory limit below the pod's usage is refused before anything changes).
+type PodResizer interface {
+	ResizePod(pod *v1.Pod, updateContainers func(v1.ResourceName) error) error
 }
 
-// computeResizeAction compares a running container's resources, as the runtime reports
-// them, with its spec. When they differ and the resize policy of a changed resource says
+// defaultCFSQuotaPeriod is the CFS period when cpuCFSQuotaPeriod is unset.
+const defaultCFSQuotaPeriod = 100 * time.Millisecond
+
+// resourceAmounts are a container's resizable resources: bytes and milli-CPUs.
+type resourceAmounts struct {
+	memoryLimit, memoryRequest, cpuLimit, cpuRequest int64
+}
+
+// amountsOf reads requirements; a missing CPU request is the limit, as the API server's
+// defaulting and container creation make it.
+func amountsOf(r *v1.ResourceRequirements) resourceAmounts {
+	if r == nil {
+		return resourceAmounts{}
+	}
+	a := resourceAmounts{
+		memoryLimit: r.Limits.Memory().Value(), memoryRequest: r.Requests.Memory().Value(),
+		cpuLimit: r.Limits.Cpu().MilliValue(), cpuRequest: r.Requests.Cpu().MilliValue(),
+	}
+	if _, ok := r.Requests[v1.ResourceCPU]; !ok {
+		a.cpuRequest = a.cpuLimit
+	}
+	return a
+}
+
+// requirements are the amounts as resource lists, as the actuated store records them.
+func (a resourceAmounts) requirements() v1.ResourceRequirements {
+	return v1.ResourceRequirements{
+		Limits: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(a.cpuLimit, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(a.memoryLimit, resource.BinarySI),
+		},
+		Requests: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(a.cpuRequest, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(a.memoryRequest, resource.BinarySI),
+		},
+	}
+}
+
+// podLevelAmounts reads pod-level requirements as they are (no defaulting).
+func podLevelAmounts(r *v1.ResourceRequirements) resourceAmounts {
+	if r == nil {
+		return resourceAmounts{}
+	}
+	return resourceAmounts{
+		memoryLimit: r.Limits.Memory().Value(), memoryRequest: r.Requests.Memory().Value(),
+		cpuLimit: r.Limits.Cpu().MilliValue(), cpuRequest: r.Requests.Cpu().MilliValue(),
+	}
+}
+
+// containerToUpdate is a running container resized in place.
+type containerToUpdate struct {
+	spec    *v1.Container
+	id      container.ContainerID
+	desired resourceAmounts
+	// current is what the runtime was last given; shared by the container's memory and
+	// CPU updates, so that the CPU update carries the memory just applied.
+	current *resourceAmounts
+}
+
+// addContainerToUpdate queues an update of one resource: decreases first, then increases,
+// so that capacity is freed before it is taken.
+func (p *podActions) addContainerToUpdate(name v1.ResourceName, u containerToUpdate, grows bool) {
+	if p.ContainersToUpdate == nil {
+		p.ContainersToUpdate = map[v1.ResourceName][]containerToUpdate{}
+	}
+	if grows {
+		p.ContainersToUpdate[name] = append(p.ContainersToUpdate[name], u)
+		return
+	}
+	p.ContainersToUpdate[name] = append([]containerToUpdate{u}, p.ContainersToUpdate[name]...)
+}
+
+// needsResize says whether SyncPod has a resize to do.
+func (p *podActions) needsResize() bool {
+	return len(p.ContainersToUpdate) > 0 || p.UpdatePodResources || p.UpdatePodLevelResources
+}
+
+// computeResizeAction compares a running container's allocated resources (its spec) with
+// its actuated ones. When they differ and the resize policy of a changed resource says
 // RestartContainer, the container is killed and restarted (restart adds it to the start
-// list); otherwise it is recorded for an in-place resize, which is not supported yet. It
+// list) and the pod's cgroup follows; otherwise it is queued for an in-place update. It
 // returns whether the container is kept running.
 func (m *Manager) computeResizeAction(pod *v1.Pod, spec *v1.Container, cs *container.Status, changes *podActions, restart func()) bool {
-	if isStaticPod(pod) || cs.Resources.GetLinux() == nil {
-		return true // static pods are never resized; without runtime data there is nothing to compare
+	if cs.State != container.ContainerStateRunning {
+		return true
 	}
-	desired := desiredResources(spec)
-	current := currentResources(cs.Resources.GetLinux())
-	if !m.opts.CPUCFSQuota {
-		current.cpuLimit = desired.cpuLimit // limits are not enforced, so they cannot differ
+	actuated, ok := m.actuated.Container(pod.UID, spec.Name)
+	if !ok {
+		klog.V(4).InfoS("Missing actuated resource record", "pod", klog.KObj(pod), "container", spec.Name)
+		return true
 	}
-	equalizeMinimums(&desired, &current)
+	desired, current := amountsOf(&spec.Resources), amountsOf(&actuated)
 	if desired == current {
 		return true
 	}
-	changed := map[v1.ResourceName]bool{
-		v1.ResourceMemory: desired.memoryLimit != current.memoryLimit,
-		v1.ResourceCPU:    desired.cpuLimit != current.cpuLimit || desired.cpuRequest != current.cpuRequest,
-	}
-	for _, p := range spec.ResizePolicy {
-		if changed[p.ResourceName] && p.RestartPolicy == v1.RestartContainer {
-			changes.ContainersToKill[cs.ID] = containerToKill{
-				name: cs.Name, container: spec,
-				message: fmt.Sprintf("Container %s resize requires restart", spec.Name),
-			}
-			restart()
-			return false
+	memoryChanged := desired.memoryLimit != current.memoryLimit || desired.memoryRequest != current.memoryRequest
+	cpuChanged := desired.cpuLimit != current.cpuLimit || desired.cpuRequest != current.cpuRequest
+	if (memoryChanged && restartOnResize(spec, v1.ResourceMemory)) || (cpuChanged && restartOnResize(spec, v1.ResourceCPU)) {
+		changes.ContainersToKill[cs.ID] = containerToKill{
+			name: cs.Name, container: spec,
+			message: fmt.Sprintf("Container %s resize requires restart", spec.Name),
 		}
+		restart()
+		changes.UpdatePodResources = true
+		return false
 	}
-	changes.ContainersToResize = append(changes.ContainersToResize, spec.Name)
+	u := containerToUpdate{spec: spec, id: cs.ID, desired: desired, current: &current}
+	if memoryChanged {
+		changes.addContainerToUpdate(v1.ResourceMemory, u, grows(desired.memoryLimit, current.memoryLimit, desired.memoryRequest, current.memoryRequest))
+	}
+	if cpuChanged {
+		changes.addContainerToUpdate(v1.ResourceCPU, u, grows(desired.cpuLimit, current.cpuLimit, desired.cpuRequest, current.cpuRequest))
+	}
 	return true
 }
 
-func desiredResources(c *v1.Container) containerResources {
-	r := containerResources{
-		memoryLimit: c.Resources.Limits.Memory().Value(),
-		cpuLimit:    c.Resources.Limits.Cpu().MilliValue(),
-		cpuRequest:  c.Resources.Requests.Cpu().MilliValue(),
+// grows judges a resize by its limit when that changes, else by its request.
+func grows(limit, currentLimit, request, currentRequest int64) bool {
+	if limit != currentLimit {
+		return limit > currentLimit
 	}
-	if r.cpuRequest == 0 {
-		// A missing request defaults to the limit (API defaulting; file pods skip it).
-		r.cpuRequest = r.cpuLimit
-	}
-	return r
+	return request > currentRequest
 }
 
-// currentResources converts the runtime's cgroup values back to bytes and milli-CPUs.
-func currentResources(r *runtimeapi.LinuxContainerResources) containerResources {
-	var out containerResources
-	if r.MemoryLimitInBytes > 0 {
-		out.memoryLimit = r.MemoryLimitInBytes
+// restartOnResize reads the container's resize policy for a resource; NotRequired is the
+// default.
+func restartOnResize(c *v1.Container, name v1.ResourceName) bool {
+	for _, p := range c.ResizePolicy {
+		if p.ResourceName == name {
+			return p.RestartPolicy == v1.RestartContainer
+		}
 	}
-	if r.CpuPeriod > 0 && r.CpuQuota > 0 {
-		out.cpuLimit = r.CpuQuota * milliCPUToCPU / r.CpuPeriod
-	}
-	if r.CpuShares >= minShares {
-		out.cpuRequest = int64(math.Ceil(float64(r.CpuShares*milliCPUToCPU) / float64(sharesPerCPU)))
-	}
-	return out
+	return false
 }
 
-// equalizeMinimums treats CPU values at or below the kernel's minimums as equal, since they
-// map to the same cgroup setting.
-func equalizeMinimums(desired, current *containerResources) {
-	if desired.cpuRequest <= minShares && current.cpuRequest <= minShares {
-		desired.cpuRequest = current.cpuRequest
+// startsResized reports whether a container about to start was resized since it last
+// ran: it starts with its new resources, so the pod's cgroup must follow.
+func (m *Manager) startsResized(pod *v1.Pod, containers []v1.Container, toStart []int) bool {
+	for _, i := range toStart {
+		c := &containers[i]
+		actuated, ok := m.actuated.Container(pod.UID, c.Name)
+		if ok && amountsOf(&c.Resources) != amountsOf(&actuated) {
+			return true
+		}
 	}
-	if desired.cpuLimit <= minMilliCPULimit && current.cpuLimit <= minMilliCPULimit {
-		desired.cpuLimit = current.cpuLimit
+	return false
+}
+
+// podLevelResized reports pod-level resources that differ from those last applied.
+func (m *Manager) podLevelResized(pod *v1.Pod) bool {
+	actuated, found := m.actuated.PodLevel(pod.UID)
+	return found && podLevelAmounts(actuated) != podLevelAmounts(pod.Spec.Resources)
+}
+
+// initializeActuated records a pod the store does not know (new, or running since before
+// the store existed) as running with its allocated resources, as upstream does once its
+// volumes are ready.
+func (m *Manager) initializeActuated(pod *v1.Pod) {
+	if m.actuated.Has(pod.UID) {
+		return
 	}
+	if err := m.actuated.Set(pod.UID, allocation.ResourceInfoForPod(pod)); err != nil {
+		klog.ErrorS(err, "Failed to initialize actuated pod resource info checkpoint", "pod", klog.KObj(pod))
+	}
+}
+
+// setActuated records the resources a container is created with.
+func (m *Manager) setActuated(pod *v1.Pod, c *v1.Container) {
+	if err := m.actuated.SetContainer(pod.UID, c.Name, c.Resources); err != nil {
+		klog.ErrorS(err, "Failed to record the resources of a container", "pod", klog.KObj(pod), "container", c.Name)
+	}
+}
+
+// resizePod actuates the pod's resize (SyncPod's step 6): it refuses a container memory
+// limit below the container's usage, then resizes the containers through the pod resizer.
+// An error leaves the rest for the next sync.
+func (m *Manager) resizePod(ctx context.Context, pod *v1.Pod, changes *podActions) *container.SyncResult {
+	result := container.NewSyncResult(container.ResizePodInPlace, podFullName(pod))
+	if err := m.checkMemoryDecreases(ctx, changes.ContainersToUpdate[v1.ResourceMemory]); err != nil {
+		klog.ErrorS(err, "Allocated pod resize is not currently feasible", "pod", klog.KObj(pod))
+		result.Fail(container.ErrResizePodInPlace, err.Error())
+		return result
+	}
+	update := func(name v1.ResourceName) error {
+		return m.updateContainers(ctx, pod, name, changes.ContainersToUpdate[name])
+	}
+	var err error
+	if m.opts.PodResizer != nil {
+		err = m.opts.PodResizer.ResizePod(pod, update)
+	} else if err = update(v1.ResourceMemory); err == nil {
+		err = update(v1.ResourceCPU)
+	}
+	if err == nil && changes.UpdatePodLevelResources {
+		err = m.actuated.SetPodLevel(pod.UID, pod.Spec.Resources)
+	}
+	if err != nil {
+		klog.ErrorS(err, "Pod resize failed", "pod", klog.KObj(pod))
+		result.Fail(container.ErrResizePodInPlace, err.Error())
+	}
+	return result
+}
+
+// checkMemoryDecreases refuses memory limits that would fall below a container's current
+// usage (a limit added counts as a decrease), with upstream's message.
+func (m *Manager) checkMemoryDecreases(ctx context.Context, updates []containerToUpdate) error {
+	var errs []error
+	for _, u := range updates {
+		limit := u.desired.memoryLimit
+		if limit == 0 || (u.current.memoryLimit != 0 && limit >= u.current.memoryLimit) {
+			continue
+		}
+		usage, err := m.containerMemoryUsage(ctx, u.id.ID)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("missing container %q memory usage", u.spec.Name))
+		case usage >= uint64(limit):
+			errs = append(errs, fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", u.spec.Name, limit, usage))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cannot decrease memory limits: %w", utilerrors.NewAggregate(errs))
+	}
+	return nil
+}
+
+// containerMemoryUsage is the container's memory usage as the runtime reports it.
+func (m *Manager) containerMemoryUsage(ctx context.Context, id string) (uint64, error) {
+	stats, err := m.runtime.ContainerStats(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	memory := stats.GetMemory()
+	if u := memory.GetUsageBytes(); u != nil {
+		return u.GetValue(), nil
+	}
+	if ws := memory.GetWorkingSetBytes(); ws != nil {
+		return ws.GetValue(), nil
+	}
+	return 0, errors.New("no memory usage reported")
+}
+
+// updateContainers applies one resource's new values to the containers in order; the
+// other resource keeps its current values. Each success is recorded as actuated; the
+// first failure stops, and the next sync goes on from there.
+func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, name v1.ResourceName, updates []containerToUpdate) error {
+	for _, u := range updates {
+		next := *u.current
+		switch name {
+		case v1.ResourceMemory:
+			next.memoryLimit, next.memoryRequest = u.desired.memoryLimit, u.desired.memoryRequest
+		case v1.ResourceCPU:
+			next.cpuLimit, next.cpuRequest = u.desired.cpuLimit, u.desired.cpuRequest
+		}
+		if err := m.runtime.UpdateContainerResources(ctx, u.id.ID, m.containerResources(pod, u.spec, next)); err != nil {
+			klog.ErrorS(err, "updateContainerResources failed", "container", u.spec.Name, "cID", u.id.ID,
+				"pod", klog.KObj(pod), "resourceName", name)
+			return err
+		}
+		*u.current = next
+		if err := m.actuated.SetContainer(pod.UID, u.spec.Name, next.requirements()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// containerResources are the CRI resources of container c with amounts a, converted as
+// container creation converts them (criconfig).
+func (m *Manager) containerResources(pod *v1.Pod, c *v1.Container, a resourceAmounts) *runtimeapi.ContainerResources {
+	resized := *c
+	resized.Resources = a.requirements()
+	linux := &runtimeapi.LinuxContainerResources{
+		CpuShares:          criconfig.MilliCPUToShares(a.cpuRequest),
+		MemoryLimitInBytes: a.memoryLimit,
+		OomScoreAdj:        int64(qos.OOMScoreAdj(pod, &resized, m.opts.MachineMemory)),
+	}
+	if m.opts.CPUCFSQuota {
+		period := m.opts.CPUCFSQuotaPeriod
+		if period <= 0 {
+			period = defaultCFSQuotaPeriod
+		}
+		linux.CpuPeriod = int64(period / time.Microsecond)
+		linux.CpuQuota = criconfig.MilliCPUToQuota(a.cpuLimit, linux.CpuPeriod)
+	}
+	return &runtimeapi.ContainerResources{Linux: linux}
+}
+
+// IsPodResizeInProgress reports whether the allocated resources of pod differ from those
+// last applied: for any running regular container or sidecar, or for the pod-level
+// resources. Containers not running are sized when they start.
+func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, status *container.PodStatus) bool {
+	differs := func(c *v1.Container) bool {
+		cs := status.FindContainerStatusByName(c.Name)
+		if cs == nil || cs.State != container.ContainerStateRunning {
+			return false
+		}
+		actuated, ok := m.actuated.Container(pod.UID, c.Name)
+		return ok && amountsOf(&c.Resources) != amountsOf(&actuated)
+	}
+	if status != nil {
+		for i := range pod.Spec.Containers {
+			if differs(&pod.Spec.Containers[i]) {
+				return true
+			}
+		}
+		for i := range pod.Spec.InitContainers {
+			if isRestartableInitContainer(&pod.Spec.InitContainers[i]) && differs(&pod.Spec.InitContainers[i]) {
+				return true
+			}
+		}
+	}
+	return pod.Spec.Resources != nil && m.podLevelResized(pod)
+}
+
+// ActuatedContainerResources returns the resources last applied to the container (for
+// the container status when the runtime does not report them).
+func (m *Manager) ActuatedContainerResources(uid types.UID, name string) (v1.ResourceRequirements, bool) {
+	return m.actuated.Container(uid, name)
 }

@@ -43,6 +43,8 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", msg)
 		return msg, container.ErrCreateContainerConfig
 	}
+	// The container is created with these resources: they are its actuated ones.
+	m.setActuated(pod, c)
 
 	id, err := m.runtime.CreateContainer(ctx, s.sandboxID, config, s.sandboxConfig)
 	endCreate()

@@ -25,9 +25,9 @@ import (
 //  2. kill the pod if its sandbox changed (or nothing is left to run);
 //  3. otherwise kill the containers that must not run;
 //  4. create the sandbox if needed;
-//  5. start ephemeral containers;
-//  6. start init containers;
-//  7. report resizes that would need in-place updates (not supported yet);
+//  5. resize the pod and its running containers in place;
+//  6. start ephemeral containers;
+//  7. start init containers;
 //  8. start regular containers.
 //
 // backOff rate-limits container restarts (CrashLoopBackOff).
@@ -37,6 +37,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	}
 	// One ImageStatus per image for the whole sync (see images.WithImageStatusMemo).
 	ctx = images.WithImageStatusMemo(ctx)
+	m.initializeActuated(pod)
 	changes := m.computePodActions(pod, podStatus)
 	klog.V(3).InfoS("computePodActions got for pod", "podActions", changes, "pod", klog.KObj(pod))
 	if changes.CreateSandbox && changes.SandboxID != "" {
@@ -83,6 +84,9 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		return result
 	}
 
+	if changes.needsResize() {
+		result.AddSyncResult(m.resizePod(ctx, pod, &changes))
+	}
 	s := &podStarter{m: m, pod: pod, status: podStatus, sandboxID: sandboxID, sandboxConfig: sandboxConfig,
 		podIPs: podIPs, pullSecrets: pullSecrets, backOff: backOff, result: &result}
 	s.startAll(ctx, changes)
@@ -261,11 +265,6 @@ func (s *podStarter) startAll(ctx context.Context, changes podActions) {
 			return
 		}
 		klog.V(4).InfoS("Completed init container for pod", "containerName", c.Name, "pod", klog.KObj(pod))
-	}
-	if len(changes.ContainersToResize) > 0 {
-		r := container.NewSyncResult(container.ResizePodInPlace, podFullName(pod))
-		r.Fail(container.ErrResizePodInPlace, fmt.Sprintf("in-place resize of container(s) %v is not supported yet", changes.ContainersToResize))
-		s.result.AddSyncResult(r)
 	}
 	for _, idx := range changes.ContainersToStart {
 		s.start(ctx, "container", &pod.Spec.Containers[idx], nil)

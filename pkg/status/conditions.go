@@ -170,7 +170,8 @@ func findCondition(conditions []v1.PodCondition, typ v1.PodConditionType) *v1.Po
 // kubeletOwnsCondition reports the condition types the kubelet computes and overwrites.
 func kubeletOwnsCondition(t v1.PodConditionType) bool {
 	switch t {
-	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers:
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+		v1.PodResizePending, v1.PodResizeInProgress:
 		return true
 	}
 	return false

@@ -113,7 +113,7 @@ func (cv *converter) applyRuntimeStatuses(old map[string]v1.ContainerStatus, sta
 			status.Started = prev.Started
 		}
 		if spec := containerSpec(cv.pod, cs.Name); spec != nil {
-			status.Resources = containerStatusResources(spec, status, cs, prev)
+			status.Resources = containerStatusResources(spec, status, cs, prev, cv.opts.ActuatedResources)
 			status.AllocatedResources = spec.Resources.Requests
 		}
 		if seen[cs.Name] == 0 {

@@ -38,6 +38,13 @@ type GenerateOptions struct {
 	RuntimeSupportsRecursiveReadOnlyMounts bool
 	// Now stamps startTime when the pod has none yet; time.Now when nil.
 	Now func() time.Time
+	// ResizeConditions are the pod's PodResizePending and PodResizeInProgress conditions
+	// (ResizeConditions.List; none once the pod is terminal). Optional.
+	ResizeConditions []v1.PodCondition
+	// ActuatedResources returns the resources last applied to a container (the runtime
+	// manager's record): a container status's resources take from it what the runtime
+	// does not report, as upstream. Optional.
+	ActuatedResources func(containerName string) (v1.ResourceRequirements, bool)
 }
 
 // GenerateAPIPodStatus computes the pod's API status from the runtime's podStatus, as
@@ -74,7 +81,7 @@ func GenerateAPIPodStatus(pod *v1.Pod, podStatus *container.PodStatus, oldStatus
 	}
 
 	probeResults{readiness: opts.Readiness, startup: opts.Startup}.apply(pod, &s)
-	s.Conditions = generateConditions(pod, podStatus, oldStatus, &s)
+	s.Conditions = generateConditions(pod, podStatus, oldStatus, &s, opts.ResizeConditions)
 	setHostIPs(pod, &s, opts.HostIPs)
 	s.StartTime = startTime(oldStatus, opts.Now)
 	return s
@@ -116,14 +123,21 @@ func mergeTerminalPhase(pod *v1.Pod, s *v1.PodStatus, oldStatus v1.PodStatus) {
 	}
 }
 
-// generateConditions keeps the conditions the kubelet does not own (from the API pod) and
-// the DisruptionTarget it recorded earlier, then appends its own in upstream's order.
-func generateConditions(pod *v1.Pod, podStatus *container.PodStatus, oldStatus v1.PodStatus, s *v1.PodStatus) []v1.PodCondition {
-	conditions := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+5)
+// generateConditions keeps the conditions the kubelet does not own (from the API pod),
+// adds the resize conditions and the DisruptionTarget it recorded earlier, then appends its
+// own in upstream's order.
+func generateConditions(pod *v1.Pod, podStatus *container.PodStatus, oldStatus v1.PodStatus, s *v1.PodStatus, resize []v1.PodCondition) []v1.PodCondition {
+	conditions := make([]v1.PodCondition, 0, len(pod.Status.Conditions)+len(resize)+5)
 	for _, c := range pod.Status.Conditions {
 		if !kubeletOwnsCondition(c.Type) {
 			conditions = append(conditions, c)
 		}
+	}
+	for _, c := range resize {
+		if pod.Generation == 0 {
+			c.ObservedGeneration = 0 // a pod without generations (static) shows none
+		}
+		conditions = append(conditions, c)
 	}
 	if c := findCondition(oldStatus.Conditions, v1.DisruptionTarget); c != nil {
 		conditions = replaceOrAppendCondition(conditions, c)

@@ -307,6 +307,10 @@ func updateLastTransitionTime(status, oldStatus *v1.PodStatus, t v1.PodCondition
 // statusByKubeletEqual compares two statuses ignoring the transition times of the kubelet's
 // conditions and any condition the kubelet does not own or share.
 func statusByKubeletEqual(oldStatus, status *v1.PodStatus) bool {
+	// A kubelet condition that went away (a resize condition) is a change.
+	if countKubeletConditions(oldStatus.Conditions) != countKubeletConditions(status.Conditions) {
+		return false
+	}
 	oldCopy := oldStatus.DeepCopy()
 	for _, c := range status.Conditions {
 		if !kubeletOwnsCondition(c.Type) && c.Type != v1.DisruptionTarget {
@@ -319,6 +323,16 @@ func statusByKubeletEqual(oldStatus, status *v1.PodStatus) bool {
 	}
 	oldCopy.Conditions = status.Conditions
 	return apiequality.Semantic.DeepEqual(oldCopy, status)
+}
+
+func countKubeletConditions(conditions []v1.PodCondition) int {
+	n := 0
+	for _, c := range conditions {
+		if kubeletOwnsCondition(c.Type) {
+			n++
+		}
+	}
+	return n
 }
 
 // recordTerminations counts each container that has terminated since oldStatus, once

@@ -21,9 +21,27 @@ const (
 	minMilliCPULimit = minQuotaPeriod * milliCPUToCPU / quotaPeriod
 )
 
-// actualResources is what the runtime says it applied to a running container.
+// actualResources is what the runtime says it applied to a running container, completed
+// from the runtime manager's record of what it applied.
 type actualResources struct {
-	cpuRequest, cpuLimit, memoryLimit *resource.Quantity
+	cpuRequest, cpuLimit, memoryRequest, memoryLimit *resource.Quantity
+}
+
+// fillFromActuated takes from the actuated record what the runtime did not report: all of
+// it when the runtime reports no resources, and always the memory request, which cgroups
+// do not hold (upstream).
+func (a *actualResources) fillFromActuated(r v1.ResourceRequirements, reported bool) {
+	take := func(list v1.ResourceList, name v1.ResourceName) *resource.Quantity {
+		if q, ok := list[name]; ok && !q.IsZero() {
+			return &q
+		}
+		return nil
+	}
+	if !reported {
+		a.cpuRequest, a.cpuLimit = take(r.Requests, v1.ResourceCPU), take(r.Limits, v1.ResourceCPU)
+		a.memoryLimit = take(r.Limits, v1.ResourceMemory)
+	}
+	a.memoryRequest = take(r.Requests, v1.ResourceMemory)
 }
 
 // runtimeResources converts the CRI's Linux resources (cgroup values) back to quantities.
@@ -64,10 +82,12 @@ func quotaToMilliCPU(quota, period int64) int64 {
 }
 
 // containerStatusResources is the container status's resources (InPlacePodVerticalScaling
-// is GA): the spec's, with the values the runtime applied to a running container where it
-// reports them. Where it does not, the values of the same running instance last time stay.
-// Values at or below what cgroups can express keep the spec's, to avoid spurious diffs.
-func containerStatusResources(spec *v1.Container, status *v1.ContainerStatus, cs *container.Status, prev *v1.ContainerStatus) *v1.ResourceRequirements {
+// is GA): the spec's (the allocated resources), with the values the runtime applied to a
+// running container where it reports them, else those the runtime manager recorded
+// (actuated, may be nil). Where neither says, the values of the same running instance last
+// time stay. Values at or below what cgroups can express keep the spec's, to avoid
+// spurious diffs.
+func containerStatusResources(spec *v1.Container, status *v1.ContainerStatus, cs *container.Status, prev *v1.ContainerStatus, actuated func(string) (v1.ResourceRequirements, bool)) *v1.ResourceRequirements {
 	resources := spec.Resources.DeepCopy()
 	if cs.State != container.ContainerStateRunning {
 		return resources
@@ -77,14 +97,18 @@ func containerStatusResources(spec *v1.Container, status *v1.ContainerStatus, cs
 		prevRequests, prevLimits = prev.Resources.Requests, prev.Resources.Limits
 	}
 	actual := runtimeResources(cs.Resources)
+	if actuated != nil {
+		if r, ok := actuated(spec.Name); ok {
+			actual.fillFromActuated(r, cs.Resources.GetLinux() != nil)
+		}
+	}
 	if resources.Limits != nil {
 		setActual(resources.Limits, v1.ResourceCPU, actual.cpuLimit, minMilliCPULimit, prevLimits)
 		setActual(resources.Limits, v1.ResourceMemory, actual.memoryLimit, -1, prevLimits)
 	}
 	if resources.Requests != nil {
 		setActual(resources.Requests, v1.ResourceCPU, actual.cpuRequest, minShares, prevRequests)
-		// The runtime never reports memory requests (cgroups do not enforce them).
-		setActual(resources.Requests, v1.ResourceMemory, nil, -1, prevRequests)
+		setActual(resources.Requests, v1.ResourceMemory, actual.memoryRequest, -1, prevRequests)
 	}
 	return resources
 }
