@@ -61,6 +61,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	k.reasons.Update(pod.UID, result)
 	resized := k.recordResizeResult(pod, result)
 	if err := result.Error(); err != nil {
+		if resized {
+			k.refreshStatus(ctx, pod) // a failed resize may have been applied in part
+		}
 		if onlyBackOff(result) {
 			return false, nil, podworkers.ErrBackOffWait
 		}
@@ -71,12 +74,13 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	}
 	// The sync changed the pod: relist it at once, so its new containers are seen (and
 	// reported Running, then Ready) without waiting for the next periodic relist. After a
-	// resize the pod syncs again, which finds it done (upstream reinspects the pod).
+	// resize the pod syncs again at once with its status read anew, and finds it done.
 	return false, func() {
-		k.deps.PLEG.RequestRelist(pod.UID)
 		if resized {
+			k.refreshStatus(context.Background(), pod)
 			k.syncAgain(pod.UID)
 		}
+		k.deps.PLEG.RequestRelist(pod.UID)
 	}, nil
 }
 
@@ -115,6 +119,19 @@ func (k *Kubelet) recordResizeResult(pod *v1.Pod, result container.PodSyncResult
 		}
 	}
 	return resized
+}
+
+// refreshStatus reads the pod's status from the runtime into the cache: a resize changes
+// no container's state, so the PLEG would not, and the next sync must see the resources
+// the runtime now reports (upstream reinspects the pod). From postSync the entry is newer
+// than the sync just done, so the next one need not wait for a relist.
+func (k *Kubelet) refreshStatus(ctx context.Context, pod *v1.Pod) {
+	st, err := k.deps.Runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		klog.V(2).InfoS("Failed to read the pod's status after a resize", "pod", klog.KObj(pod), "err", err)
+		return
+	}
+	k.deps.Cache.Set(pod.UID, st, nil, k.deps.Clock.Now())
 }
 
 // syncAgain makes the pod's worker sync the pod as its source last delivered it.

@@ -174,6 +174,9 @@ func TestResizeErrorThenCompletion(t *testing.T) {
 	if _, _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err == nil {
 		t.Fatal("a failed resize is not a sync error")
 	}
+	if cached, _ := k.deps.Cache.Get("a"); cached.Name != "a" {
+		t.Fatal("the pod's status was not read again after a failed resize")
+	}
 	c := k.resizes.InProgress(pod.UID)
 	if c == nil || c.Reason != v1.PodReasonError || c.Message != "cannot decrease memory limits: boom" || c.ObservedGeneration != 2 {
 		t.Fatalf("in progress %+v", c)
@@ -203,18 +206,25 @@ func TestResizeErrorThenCompletion(t *testing.T) {
 	}
 }
 
-// A successful resize syncs the pod again, which finds it done and clears the condition.
+// A resize refreshes the pod's cached status (no container event would), and a
+// successful one syncs the pod again, which finds it done and clears the condition.
 func TestSuccessfulResizeSyncsAgain(t *testing.T) {
 	k, rt, _, _ := resizeKubelet(t)
 	pod := cpuTestPod("a", "500m", 1)
 	k.pods.AddPod(pod)
 	done := container.NewSyncResult(container.ResizePodInPlace, "a_ns")
 	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{done}}
+	if cached, _ := k.deps.Cache.Get("a"); cached.Name != "" {
+		t.Fatalf("cache holds %+v before the sync", cached)
+	}
 	_, postSync, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, &container.PodStatus{ID: "a", Name: "a", Namespace: "ns"})
 	if err != nil || postSync == nil {
 		t.Fatalf("err %v, postSync set %v", err, postSync != nil)
 	}
 	before := rt.syncCount("a")
 	postSync()
+	if cached, _ := k.deps.Cache.Get("a"); cached.Name != "a" {
+		t.Fatalf("the pod's status was not read again after the resize: cache holds %+v", cached)
+	}
 	eventually(t, "the pod synced again", func() bool { return rt.syncCount("a") > before })
 }
