@@ -80,6 +80,9 @@ func checkAndUpdatePod(existing, ref *v1.Pod) podChange {
 	existing.Labels = ref.Labels
 	existing.DeletionTimestamp = ref.DeletionTimestamp
 	existing.DeletionGracePeriodSeconds = ref.DeletionGracePeriodSeconds
+	// The generation counts spec changes: status.observedGeneration and the resize
+	// conditions report it.
+	existing.Generation = ref.Generation
 	existing.Status = ref.Status
 	updateAnnotations(existing, ref)
 	if ref.DeletionTimestamp != nil {

@@ -139,10 +139,11 @@ func TestSpecChangeIsAnUpdateKeepingFirstSeen(t *testing.T) {
 
 	changed := testPod("1", "a")
 	changed.Spec.Containers[0].Image = "busybox:2"
+	changed.Generation = 2 // the API server counts spec changes
 	ch <- set("test", changed)
 	u := expectUpdate(t, c, UPDATE, "test", "1")
-	if u.Pods[0].Spec.Containers[0].Image != "busybox:2" {
-		t.Errorf("update carries image %q", u.Pods[0].Spec.Containers[0].Image)
+	if u.Pods[0].Spec.Containers[0].Image != "busybox:2" || u.Pods[0].Generation != 2 {
+		t.Errorf("update carries image %q, generation %d", u.Pods[0].Spec.Containers[0].Image, u.Pods[0].Generation)
 	}
 	if got := u.Pods[0].Annotations[kubetypes.ConfigFirstSeenAnnotationKey]; got != seen {
 		t.Errorf("first seen changed from %q to %q", seen, got)
