@@ -45,8 +45,17 @@ func declaredFeatures(cfg *kubeletconfig.KubeletConfiguration, serving bool) []s
 	if serving && streaming.FeaturesFromGates(cfg.FeatureGates).ExtendWebSocketsToKubelet {
 		declared = append(declared, "ExtendWebSocketsToKubelet")
 	}
-	return declared
+	// In-place resizes of pod-level resources (beta, on by default) and of init
+	// containers that are not sidecars (GA): the API server refuses them for pods of a
+	// node that does not declare them.
+	if featureEnabled(cfg, podLevelResizeGate, true) {
+		declared = append(declared, podLevelResizeGate)
+	}
+	return append(declared, "InPlacePodVerticalScalingInitContainers")
 }
+
+// podLevelResizeGate is the feature gate (and declared feature) of pod-level resizes.
+const podLevelResizeGate = "InPlacePodLevelResourcesVerticalScaling"
 
 // kubeletAPI is what the kubelet API serves from.
 type kubeletAPI struct {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/admission"
+	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/container"
@@ -91,6 +92,11 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
+	// The resources admitted for each pod, kept across restarts (upstream's checkpoint).
+	allocations, err := allocation.NewStore(opts.RootDirectory, allocation.AllocatedPodsStateFile)
+	if err != nil {
+		return err
+	}
 	runtime, err := kuberuntime.NewManager(ctx, kuberuntime.Options{
 		UserNamespaces: usernsManager,
 		RuntimeService: rs, ImageService: is, Recorder: recorder,
@@ -100,7 +106,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		NodeName: nodeName, NodeIPs: ipStrings(nodeIPs), CgroupParent: cgroups.Parent,
 		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: machineMemory(),
-		EnvSources: cl.envSources(),
+		EnvSources: cl.envSources(), PodResizer: cgroups,
 		ImageOptions: images.Options{
 			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
@@ -148,7 +154,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		Runtime: runtime, PLEG: podLEG,
 		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups, UserNamespaces: usernsManager,
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
-		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitFunc(admitter.Admit),
+		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
+		Allocations: allocations, Resize: runtime,
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
@@ -162,6 +169,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		HousekeepingPeriod: 2 * time.Second, MaxPods: int(cfg.MaxPods), GCPeriod: time.Minute,
 		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
 			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
+		PodLevelResourcesResize: featureEnabled(cfg, podLevelResizeGate, true),
 	}, deps)
 	proxy.k = k
 	// The QoS hierarchy before any pod syncs (upstream's container manager start).
@@ -196,12 +204,25 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	return nil
 }
 
-// admitFunc adapts pkg/admission's result to the loop's Admitter.
-type admitFunc func(pod *v1.Pod, active []*v1.Pod) admission.Result
+// admitterAdapter adapts pkg/admission's results to the loop's Admitter.
+type admitterAdapter struct{ a *admission.Admitter }
 
-func (f admitFunc) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {
-	r := f(pod, active)
+func (a admitterAdapter) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {
+	r := a.a.Admit(pod, active)
 	return r.Admit, r.Reason, r.Message
+}
+
+func (a admitterAdapter) AdmitResize(pod *v1.Pod, allocated []*v1.Pod) (bool, string, string) {
+	r := a.a.AdmitResize(pod, allocated)
+	return r.Admit, r.Reason, r.Message
+}
+
+// featureEnabled reads a feature gate from the configuration, def when unset.
+func featureEnabled(cfg *kubeletconfig.KubeletConfiguration, gate string, def bool) bool {
+	if on, ok := cfg.FeatureGates[gate]; ok {
+		return on
+	}
+	return def
 }
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
