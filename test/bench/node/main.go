@@ -12,8 +12,9 @@
 // One set of pods runs throughout; nodelet is restarted for each measurement window with
 // the variant's configuration (it adopts the running pods), and the variants alternate
 // window by window, round after round, so that machine noise hits them alike. The CPU
-// figures also give containerd's and its shims' share. The bench removes everything it
-// made; it needs a containerd of its own (a kubelet removes pods it does not own).
+// figures also give containerd's and its shims' share, and a window without nodelet
+// their own cost. The bench removes everything it made; it needs a containerd of its
+// own (a kubelet removes pods it does not own).
 //
 //	go run ./test/bench/node -endpoint unix:///run/nodelet-b2/containerd.sock -nodelet bin/nodelet
 package main
@@ -67,19 +68,21 @@ func main() {
 	fmt.Printf("  (wall time %v)\n", time.Since(start).Round(time.Second))
 }
 
-// variant is one nodelet configuration.
+// variant is one nodelet configuration, or none at all (the runtime's own cost).
 type variant struct {
 	key, name string
+	nodelet   bool // false: nodelet stays stopped in this window
 	evented   bool // EventedPLEG feature gate
 	eviction  bool // default eviction thresholds, or none
 	latency   bool // the window also times container restarts
 }
 
 var (
-	relisting  = variant{key: "relist", name: "relisting PLEG (EventedPLEG: false)", evented: false, eviction: true, latency: true}
-	evented    = variant{key: "evented", name: "evented PLEG (default)", evented: true, eviction: true, latency: true}
-	noEviction = variant{key: "noevict", name: "evented PLEG, eviction off", evented: true, eviction: false}
-	variants   = []variant{relisting, evented, noEviction}
+	relisting   = variant{key: "relist", name: "relisting PLEG (EventedPLEG: false)", nodelet: true, evented: false, eviction: true, latency: true}
+	evented     = variant{key: "evented", name: "evented PLEG (default)", nodelet: true, evented: true, eviction: true, latency: true}
+	noEviction  = variant{key: "noevict", name: "evented PLEG, eviction off", nodelet: true, evented: true, eviction: false}
+	runtimeOnly = variant{key: "none", name: "no nodelet (the runtime alone)"}
+	variants    = []variant{relisting, evented, noEviction, runtimeOnly}
 )
 
 // window is what one nodelet run measured.
@@ -192,18 +195,19 @@ func startPods(ctx context.Context, n *node, o options) error {
 // and then, for the PLEG variants, times container restarts; it stops nodelet at the end.
 func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victims) (window, error) {
 	var w window
-	if err := n.start(v); err != nil {
-		return w, err
+	if v.nodelet {
+		if err := n.start(v); err != nil {
+			return w, err
+		}
+		defer n.stop()
 	}
-	defer n.stop()
 	if err := sleep(ctx, o.settle); err != nil {
 		return w, err
 	}
-	if err := n.checkAlive(); err != nil {
-		return w, err
-	}
-	if err := n.checkPLEG(v); err != nil {
-		return w, err
+	if v.nodelet {
+		if err := errors.Join(n.checkAlive(), n.checkPLEG(v)); err != nil {
+			return w, err
+		}
 	}
 	if cs, err := n.running(ctx); err != nil || len(cs) != o.pods {
 		return w, fmt.Errorf("%d containers running, want %d (%v)", len(cs), o.pods, err)
@@ -223,8 +227,10 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 	if err != nil {
 		return w, err
 	}
-	if err := n.checkAlive(); err != nil {
-		return w, err
+	if v.nodelet {
+		if err := n.checkAlive(); err != nil {
+			return w, err
+		}
 	}
 	w.idle = after.sub(before).perMinute(o.idle)
 	for i := 0; v.latency && i < o.kills; i++ {
@@ -268,6 +274,9 @@ func printIdle(results map[string][]window, o options) {
 		b, nb := col(ws, containerd)
 		c, nc := col(ws, shims)
 		med[v.key] = cpu{na, nb, nc}
+		if !v.nodelet {
+			a = "–"
+		}
 		fmt.Printf("  %-38s %-26s %-26s %s\n", v.name+":", a, b, c)
 	}
 	ev, rl := med[evented.key], med[relisting.key]
@@ -275,6 +284,10 @@ func printIdle(results map[string][]window, o options) {
 		ev.nodelet/rl.nodelet, medianRatio(results[evented.key], results[relisting.key], nodelet))
 	total := func(c cpu) float64 { return c.nodelet + c.containerd + c.shims }
 	fmt.Printf("  evented/relisting, nodelet+containerd+shims: %.2f (%.2f vs %.2f CPU-s per minute)\n", total(ev)/total(rl), total(ev), total(rl))
+	alone := med[runtimeOnly.key]
+	fmt.Printf("  the runtime's CPU that nodelet causes (variant − runtime alone), containerd+shims: relisting %+.2f, evented %+.2f, evented without eviction %+.2f CPU-s per minute\n",
+		rl.containerd+rl.shims-alone.containerd-alone.shims, ev.containerd+ev.shims-alone.containerd-alone.shims,
+		med[noEviction.key].containerd+med[noEviction.key].shims-alone.containerd-alone.shims)
 	off := med[noEviction.key]
 	fmt.Printf("  eviction manager (evented, on − off): nodelet %+.2f, containerd %+.2f, shims %+.2f CPU-s per minute; median of the rounds' own differences, nodelet: %+.2f\n",
 		ev.nodelet-off.nodelet, ev.containerd-off.containerd, ev.shims-off.shims, medianDiff(results[evented.key], results[noEviction.key], nodelet))
