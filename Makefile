@@ -57,6 +57,7 @@ bench: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
 	  export CONTAINER_RUNTIME_ENDPOINT && hack/bench.sh
 	@hack/bench-cluster.sh
+	@hack/bench-node.sh
 
 demo: build
 	@hack/demo.sh

@@ -1,0 +1,187 @@
+// Package host holds what the node-level benchmarks need from the machine: a cgroup root
+// of their own in every hierarchy, and the CPU time processes have used.
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CgroupFS is where the cgroup hierarchies are mounted (v1 controllers, or the unified one).
+const CgroupFS = "/sys/fs/cgroup"
+
+// hierarchies are the mounted hierarchies: CgroupFS itself on cgroup v2, its controller
+// directories on v1 (symlinks such as cpu -> cpu,cpuacct are skipped).
+func hierarchies() ([]string, error) {
+	if _, err := os.Stat(filepath.Join(CgroupFS, "cgroup.controllers")); err == nil {
+		return []string{CgroupFS}, nil
+	}
+	entries, err := os.ReadDir(CgroupFS)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(CgroupFS, e.Name()))
+		}
+	}
+	return out, nil
+}
+
+// MakeCgroupRoot creates the cgroup /name in every hierarchy, as an operator does before
+// starting a kubelet with a cgroupRoot of its own (a missing one is refused). A v1 cpuset
+// needs its CPUs and memory nodes set before anything can join it.
+func MakeCgroupRoot(name string) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		dir := filepath.Join(h, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if filepath.Base(h) != "cpuset" {
+			continue
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			v, err := os.ReadFile(filepath.Join(h, f))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, f), v, 0o644)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveCgroupRoot removes /name and every cgroup under it in every hierarchy, deepest
+// first. Run it once nothing runs there any more; a cgroup whose last task has just
+// exited may take a moment to be removable, hence the retries.
+func RemoveCgroupRoot(name string) error {
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hs {
+		errs = append(errs, removeTree(filepath.Join(h, name)))
+	}
+	return errors.Join(errs...)
+}
+
+func removeTree(root string) error {
+	var dirs []string
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		err = nil
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if e := os.Remove(dirs[i]); e != nil && !errors.Is(e, os.ErrNotExist) {
+				err = e
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times on Linux.
+const clockTicks = 100
+
+// CPUSeconds is the user+system CPU time process pid has used, from /proc/<pid>/stat.
+func CPUSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// SelfCPU is the CPU time this process has used (all threads), at microsecond resolution.
+func SelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// PIDsWithArgs lists the processes whose command line has the arguments args in a row,
+// e.g. the containerd shims of one containerd: "-address", "/run/x/containerd.sock".
+func PIDsWithArgs(args ...string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if hasArgs(strings.Split(string(cmdline), "\x00"), args) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func hasArgs(argv, want []string) bool {
+	for i := 0; i+len(want) <= len(argv); i++ {
+		match := true
+		for j := range want {
+			if argv[i+j] != want[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// CPUSecondsOf sums the CPU time of the processes; one that has exited counts nothing.
+func CPUSecondsOf(pids []int) float64 {
+	total := 0.0
+	for _, pid := range pids {
+		if s, err := CPUSeconds(pid); err == nil {
+			total += s
+		}
+	}
+	return total
+}
