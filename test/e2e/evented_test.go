@@ -95,7 +95,9 @@ func TestKilledContainerRestartLatency(t *testing.T) {
 	t.Logf("exit → restarted: %v (median %v; evented: %v)", gaps, median, eventedRuntime())
 	limit := 3 * time.Second // relisting: the next relist (1 s) plus the restart
 	if eventedRuntime() {
-		limit = 500 * time.Millisecond // events: the restart itself; 200 ms on a quiet machine
+		// Events: the restart itself, ~165 ms median in `make bench`; the margin keeps a
+		// busy CI machine from failing it while still telling it from relisting (~1 s).
+		limit = 700 * time.Millisecond
 	}
 	if median > limit {
 		t.Errorf("median exit → restart %v, want under %v", median, limit)
