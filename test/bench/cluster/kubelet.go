@@ -2,21 +2,18 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// cgroupFS is where the cgroup hierarchies are mounted (v1 controllers and the unified one).
-const cgroupFS = "/sys/fs/cgroup"
+	"github.com/nodelet/nodelet/test/bench/internal/host"
+)
 
 // kubelet is one kubelet under test, nodelet or upstream's, with what it owns: a rig
 // (containerd), a Node of the control plane, a namespace for its pods, a directory (root
@@ -101,7 +98,7 @@ func (k *kubelet) start(enableServer bool, clientCAFile string, verbosity int, e
 			return err
 		}
 	}
-	if err := k.makeCgroupRoot(); err != nil {
+	if err := host.MakeCgroupRoot(k.cgroupRoot); err != nil {
 		return err
 	}
 	cfg, err := k.config(enableServer, clientCAFile)
@@ -154,85 +151,6 @@ func (k *kubelet) stop() {
 		_ = k.cmd.Process.Kill()
 		<-k.done
 	}
-}
-
-// makeCgroupRoot creates the cgroup root in every hierarchy: upstream's kubelet refuses a
-// root missing anywhere. A v1 cpuset needs its CPUs and memory nodes before use.
-func (k *kubelet) makeCgroupRoot() error {
-	hierarchies, err := os.ReadDir(cgroupFS)
-	if err != nil {
-		return err
-	}
-	for _, h := range hierarchies {
-		dir := filepath.Join(cgroupFS, h.Name(), k.cgroupRoot)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if h.Name() != "cpuset" {
-			continue
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			v, err := os.ReadFile(filepath.Join(cgroupFS, "cpuset", f))
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// removeCgroupRoot removes the cgroup root and everything under it, deepest first; run
-// once the kubelet and its pods are gone, when the cgroups are empty.
-func (k *kubelet) removeCgroupRoot() error { return removeCgroupTree(k.cgroupRoot) }
-
-// removeCgroupTree removes the top-level cgroup name, in every hierarchy, with all under it.
-func removeCgroupTree(name string) error {
-	hierarchies, err := os.ReadDir(cgroupFS)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, h := range hierarchies {
-		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(cgroupFS, h.Name(), name), func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// unmountAll unmounts what is mounted under the kubelet's directory, deepest first:
-// upstream's kubelet bind-mounts its root dir onto itself (to make it shared).
-func (k *kubelet) unmountAll() error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == k.dir || strings.HasPrefix(f[4], k.dir+"/")) {
-			mounts = append(mounts, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // usage is a process's CPU time and resident memory at one moment.

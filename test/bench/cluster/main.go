@@ -60,6 +60,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/test/bench/internal/host"
 )
 
 type options struct {
@@ -388,9 +389,9 @@ func (b *bench) cleanUp(dir string, failed bool) error {
 		b.releaseLock()
 	}
 	for _, k := range b.kubelets() {
-		errs = append(errs, removeRuntimePods(ctx, k), k.rig.down(b.o.repo), k.removeCgroupRoot(), k.unmountAll())
+		errs = append(errs, removeRuntimePods(ctx, k), k.rig.down(b.o.repo), host.RemoveCgroupRoot(k.cgroupRoot), host.UnmountUnder(k.dir, syscall.MNT_DETACH))
 	}
-	errs = append(errs, removeCgroupTree(b.rawCgroupRoot()))
+	errs = append(errs, host.RemoveCgroupRoot(b.rawCgroupRoot()))
 	if b.hostState != nil {
 		errs = append(errs, b.hostState.restore())
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -258,7 +257,7 @@ func (n *node) cpuNow(shims []int) (cpu, error) {
 // cleanup stops nodelet, removes its pods from the runtime, then its cgroups and mounts.
 func (n *node) cleanup() error {
 	n.stop()
-	return errors.Join(n.removePods(context.Background()), host.RemoveCgroupRoot(n.cgroupRoot), n.unmountAll())
+	return errors.Join(n.removePods(context.Background()), host.RemoveCgroupRoot(n.cgroupRoot), host.UnmountUnder(n.dir, 0))
 }
 
 func (n *node) removePods(ctx context.Context) error {
@@ -270,28 +269,6 @@ func (n *node) removePods(ctx context.Context) error {
 	for _, sb := range sandboxes {
 		if strings.HasSuffix(sb.Labels[criconfig.PodNameLabel], "-"+n.name) {
 			errs = append(errs, n.rs.StopPodSandbox(ctx, sb.Id), n.rs.RemovePodSandbox(ctx, sb.Id))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// unmountAll unmounts whatever is mounted under the bench directory, deepest first.
-func (n *node) unmountAll() error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == n.dir || strings.HasPrefix(f[4], n.dir+"/")) {
-			mounts = append(mounts, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, 0); err != nil {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
 		}
 	}
 	return errors.Join(errs...)

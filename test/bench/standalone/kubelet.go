@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -18,10 +17,8 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/test/bench/internal/host"
 )
-
-// cgroupFS is where the cgroup hierarchies are mounted (v1 controllers and the unified one).
-const cgroupFS = "/sys/fs/cgroup"
 
 // kubelet is one kubelet under test (nodelet or upstream's) with everything it owns: its
 // containerd (which no one else may use: a kubelet removes pods it does not own), a node
@@ -50,7 +47,7 @@ func newKubelet(ctx context.Context, name, endpoint, baseDir string) (*kubelet, 
 			return nil, err
 		}
 	}
-	return k, k.makeCgroupRoot()
+	return k, host.MakeCgroupRoot(k.cgroupRoot)
 }
 
 func (k *kubelet) manifests() string { return filepath.Join(k.dir, "manifests") }
@@ -60,60 +57,6 @@ func (k *kubelet) logFile() string   { return filepath.Join(k.dir, k.name+".log"
 
 // podName is the name a static pod of this kubelet gets.
 func (k *kubelet) podName(manifest string) string { return manifest + "-" + k.node }
-
-// makeCgroupRoot creates the cgroup root in every hierarchy: upstream's kubelet refuses a
-// root that is missing anywhere. A v1 cpuset needs its CPUs and memory nodes set before
-// anything can join it.
-func (k *kubelet) makeCgroupRoot() error {
-	hierarchies, err := os.ReadDir(cgroupFS)
-	if err != nil {
-		return err
-	}
-	for _, h := range hierarchies {
-		dir := filepath.Join(cgroupFS, h.Name(), k.cgroupRoot)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if h.Name() == "cpuset" {
-			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-				v, err := os.ReadFile(filepath.Join(cgroupFS, "cpuset", f))
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// removeCgroupRoot removes the cgroup root and every cgroup under it, deepest first; it
-// runs after the kubelet and its pods are gone, when they are all empty.
-func (k *kubelet) removeCgroupRoot() error {
-	hierarchies, err := os.ReadDir(cgroupFS)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, h := range hierarchies {
-		root := filepath.Join(cgroupFS, h.Name(), k.cgroupRoot)
-		var dirs []string
-		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // start runs the kubelet binary with args, its output in its log file.
 func (k *kubelet) start(bin string, args ...string) error {
@@ -144,30 +87,7 @@ func (k *kubelet) stop() error {
 			<-done
 		}
 	}
-	return errors.Join(k.removePods(context.Background()), k.removeCgroupRoot(), k.unmountAll())
-}
-
-// unmountAll unmounts whatever is mounted under the kubelet's directory, deepest first:
-// upstream's kubelet bind-mounts its root dir onto itself (to make it a shared mount).
-func (k *kubelet) unmountAll() error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && (f[4] == k.dir || strings.HasPrefix(f[4], k.dir+"/")) {
-			mounts = append(mounts, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, 0); err != nil {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(k.removePods(context.Background()), host.RemoveCgroupRoot(k.cgroupRoot), host.UnmountUnder(k.dir, 0))
 }
 
 // removePods stops and removes this node's pods and the raw ones the bench made.

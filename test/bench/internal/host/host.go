@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,6 +102,29 @@ func removeTree(root string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return err
+}
+
+// UnmountUnder unmounts dir and whatever is mounted under it, deepest first, with the
+// given unmount(2) flags (upstream's kubelet bind-mounts its root dir onto itself).
+func UnmountUnder(dir string, flags int) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
+	var errs []error
+	for _, m := range mounts {
+		if err := syscall.Unmount(m, flags); err != nil {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times on Linux.
