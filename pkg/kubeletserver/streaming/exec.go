@@ -43,20 +43,29 @@ func parseStreamOptions(r *http.Request) (streamOptions, error) {
 	return o, nil
 }
 
-// serveExec runs the command parameters ("command", repeated) in a container.
-func (h *Handlers) serveExec(w http.ResponseWriter, r *http.Request) {
-	t, ok := execEndpoint.parse(w, r)
+// streamRequest reads what exec and attach share: the target, the stream options and the
+// pod, answering the request itself (and returning false) when one is wrong.
+func (h *Handlers) streamRequest(w http.ResponseWriter, r *http.Request, e endpoint) (target, streamOptions, *v1.Pod, bool) {
+	t, ok := e.parse(w, r)
 	if !ok {
-		return
+		return t, streamOptions{}, nil, false
 	}
 	opts, err := parseStreamOptions(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return t, opts, nil, false
 	}
 	pod, ok := h.deps.Pods.PodByName(t.namespace, t.pod)
 	if !ok {
 		writeError(w, http.StatusNotFound, "pod does not exist")
+	}
+	return t, opts, pod, ok
+}
+
+// serveExec runs the command parameters ("command", repeated) in a container.
+func (h *Handlers) serveExec(w http.ResponseWriter, r *http.Request) {
+	t, opts, pod, ok := h.streamRequest(w, r, execEndpoint)
+	if !ok {
 		return
 	}
 	c, err := h.runningContainer(r.Context(), pod.Namespace, pod.Name, t.container)
@@ -79,18 +88,8 @@ func (h *Handlers) serveExec(w http.ResponseWriter, r *http.Request) {
 // serveAttach attaches to a container's main process. The TTY the runtime is asked for
 // is the container's own: a process's TTY cannot change once it runs.
 func (h *Handlers) serveAttach(w http.ResponseWriter, r *http.Request) {
-	t, ok := attachEndpoint.parse(w, r)
+	t, opts, pod, ok := h.streamRequest(w, r, attachEndpoint)
 	if !ok {
-		return
-	}
-	opts, err := parseStreamOptions(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	pod, ok := h.deps.Pods.PodByName(t.namespace, t.pod)
-	if !ok {
-		writeError(w, http.StatusNotFound, "pod does not exist")
 		return
 	}
 	fullName := podFullName(pod.Name, pod.Namespace)
