@@ -14,14 +14,9 @@ import (
 
 // newContainerManager builds the container manager from the configuration: the QoS
 // cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources.
-func newContainerManager(opts *config.Options, nodeName string, recorder record.EventRecorder) (*cm.ContainerManager, error) {
+func newContainerManager(opts *config.Options, nodeName string, recorder record.EventRecorder, node nodestatus.Options, machine func() (*nodestatus.MachineInfo, error)) (*cm.ContainerManager, error) {
 	cfg := opts.Config
-	info, err := nodestatus.ReadMachineInfo(opts.RootDirectory)
-	if err != nil {
-		return nil, err
-	}
-	// The reservations, parsed and validated as node status parses them.
-	node, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
+	info, err := machine()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,7 +84,14 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	recorder := cl.recorder(ctx, nodeName)
 	liveness, readiness, startup := results.NewManager(), results.NewManager(), results.NewManager()
 	vols := volumes.NewManager(opts.RootDirectory)
-	cgroups, err := newContainerManager(opts, nodeName, recorder)
+	// The node's settings and machine facts, read once for the container manager and the
+	// node status.
+	nodeOpts, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
+	if err != nil {
+		return err
+	}
+	machine := sync.OnceValues(func() (*nodestatus.MachineInfo, error) { return nodestatus.ReadMachineInfo(opts.RootDirectory) })
+	cgroups, err := newContainerManager(opts, nodeName, recorder, nodeOpts, machine)
 	if err != nil {
 		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
@@ -132,7 +140,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
-	node, err := newNodeStatus(opts, nodeName, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, cl)
+	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, cl)
 	if err != nil {
 		return err
 	}
@@ -227,14 +235,10 @@ func featureEnabled(cfg *kubeletconfig.KubeletConfiguration, gate string, def bo
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(opts *config.Options, nodeName string, nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
-	o, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
-	if err != nil {
-		return nil, err
-	}
+func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
 	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
-		Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
+		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
 		ReadyChecks: []func() error{plegHealth(podLEG)}, Pressure: pressure,
 	}
 	if cl != nil {
