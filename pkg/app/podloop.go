@@ -154,7 +154,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	// for machine facts and the runtime's image list.
 	go func() { _, _ = node.Node(ctx) }()
 	pods := podmanager.New()
-	statusManager := status.NewManager(cl.statusSyncer(pods, proxy))
+	statusManager := status.NewManager(cl.statusSyncer(pods, proxy), pods)
 	probes := prober.NewManager(runtime, liveness, readiness, startup, recorder, statusManager, registries.Probes)
 	podConfig := sources.NewConfig(recorder)
 	expected := startSources(ctx, cfg, podConfig, types.NodeName(nodeName))

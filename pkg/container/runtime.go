@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/dump"
 )
 
 // Runtime is what the kubelet loop needs from the runtime manager (upstream's
@@ -68,16 +70,18 @@ type CommandRunner interface {
 	RunInContainer(ctx context.Context, id ContainerID, cmd []string, timeout time.Duration) ([]byte, error)
 }
 
-// HashContainer hashes the parts of a container spec whose change requires a new
-// container. Resources are left out: they can be resized in place.
+// HashContainer is upstream's container hash, so that a container started by either
+// kubelet is kept by the other: FNV-32a over the hash dump of the JSON of the container's
+// name and image. Only these two are hashed because they are the only fields of a running
+// container whose change requires a new container (the image may be updated in place;
+// resources are resized in place; everything else in a pod's spec is immutable, and a
+// static pod whose manifest changes gets a new UID). The value is written to the
+// io.kubernetes.container.hash annotation in hexadecimal.
 func HashContainer(c *v1.Container) uint64 {
-	spec := c.DeepCopy()
-	spec.Resources = v1.ResourceRequirements{}
-	spec.ResizePolicy = nil
-	data, _ := json.Marshal(spec)
-	h := fnv.New64a()
-	h.Write(data)
-	return h.Sum64()
+	fields, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(fields))
+	return uint64(h.Sum32())
 }
 
 // GetContainerSpec finds the named container among the pod's containers, init containers

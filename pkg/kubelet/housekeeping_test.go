@@ -135,8 +135,8 @@ func (p *fakeProber) AddPod(pod *v1.Pod) {
 	defer p.mu.Unlock()
 	p.probed.Insert(pod.UID)
 }
-func (p *fakeProber) StopLivenessAndStartup(*v1.Pod)         {}
-func (p *fakeProber) UpdatePodStatus(*v1.Pod, *v1.PodStatus) {}
+func (p *fakeProber) StopLivenessAndStartup(*v1.Pod)                {}
+func (p *fakeProber) TriggerReadinessProbes(*v1.Pod, *v1.PodStatus) {}
 func (p *fakeProber) RemovePod(pod *v1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -183,7 +183,7 @@ func newTestKubelet(rt *fakeRuntime, vols *fakeVolumes, ready *bool) *Kubelet {
 	cache := podcache.New()
 	cache.UpdateTime(time.Now().Add(time.Hour))
 	return New(Config{SyncFrequency: time.Minute, HousekeepingPeriod: time.Second, MaxPods: 2, GCPeriod: time.Minute}, Deps{
-		Runtime: rt, PLEG: &fakePLEG{}, Cache: cache, Status: status.NewManager(nil), Volumes: vols, Cgroups: fakeCgroups{},
+		Runtime: rt, PLEG: &fakePLEG{}, Cache: cache, Status: status.NewManager(nil, nil), Volumes: vols, Cgroups: fakeCgroups{},
 		Recorder: record.NewFakeRecorder(100), Liveness: results.NewManager(), Readiness: results.NewManager(),
 		Startup: results.NewManager(), Prober: &fakeProber{probed: sets.New[types.UID]()}, SourcesReady: func(sets.Set[string]) bool { return *ready },
 	})

@@ -55,7 +55,7 @@ type Prober interface {
 	StopLivenessAndStartup(pod *v1.Pod)
 	RemovePod(pod *v1.Pod)
 	CleanupPods(desired map[types.UID]sets.Empty)
-	UpdatePodStatus(pod *v1.Pod, status *v1.PodStatus)
+	TriggerReadinessProbes(pod *v1.Pod, status *v1.PodStatus)
 }
 
 // Admitter decides whether a new pod may run, given the pods already admitted and still
@@ -179,6 +179,9 @@ type Kubelet struct {
 	allocation *allocation.Manager
 	// resizes are the pods' PodResizePending and PodResizeInProgress conditions.
 	resizes *status.ResizeConditions
+	// created is when the loop was made: containers running before then were started by
+	// an earlier kubelet process (a restart, or a switch from another kubelet).
+	created time.Time
 }
 
 // New wires the loop.
@@ -192,6 +195,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 	k := &Kubelet{
 		cfg:       cfg,
 		deps:      deps,
+		created:   deps.Clock.Now(),
 		pods:      deps.Pods,
 		workQueue: podworkers.NewWorkQueue(deps.Clock),
 		reasons:   status.NewReasonCache(),

@@ -265,6 +265,7 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 		HostIPs:       k.cfg.HostIPs,
 		Readiness:     k.deps.Readiness,
 		Startup:       k.deps.Startup,
+		KubeletStart:  k.created,
 		BackOffReasons: func(name string) (string, string, bool) {
 			return k.reasons.Get(pod.UID, name)
 		},
@@ -273,9 +274,9 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 		ResizeConditions:  k.resizeConditions(pod, terminal),
 		ActuatedResources: k.actuatedResources(pod.UID),
 	})
-	// The prober sets ready/started from its workers and triggers the first readiness probe
-	// of a container that has just started, instead of waiting for the worker's next tick.
-	k.deps.Prober.UpdatePodStatus(pod, &st)
+	// The first readiness probe of a container that has just started runs now, not at the
+	// worker's next tick.
+	k.deps.Prober.TriggerReadinessProbes(pod, &st)
 	return st
 }
 

@@ -211,10 +211,13 @@ func parseHugePageDir(name string) (uint64, error) {
 	return size, nil
 }
 
-// systemUUID is the firmware's product UUID, where the platform exposes one.
+// systemUUID is the firmware's product UUID, where the platform exposes one, and else the
+// machine ID: cAdvisor's last fallback (meant for s390x) reads /etc/machine-id, so on a VM
+// without DMI tables upstream reports the machine ID, and the node object must not change
+// when one kubelet replaces the other.
 func (h hostFiles) systemUUID() string {
 	return h.firstOf("/sys/class/dmi/id/product_uuid",
-		"/proc/device-tree/system-id", "/proc/device-tree/vm,uuid")
+		"/proc/device-tree/system-id", "/proc/device-tree/vm,uuid", "/etc/machine-id")
 }
 
 // osImage is PRETTY_NAME from os-release; "Linux" when the file has none and "Unknown"

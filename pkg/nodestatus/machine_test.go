@@ -135,3 +135,21 @@ func TestReadMachineInfoOnThisHost(t *testing.T) {
 		t.Errorf("no ephemeral storage capacity for the temp dir's filesystem")
 	}
 }
+
+// Without DMI tables or a device tree, the system UUID is the machine ID, as cAdvisor's
+// last fallback reports it on such VMs.
+func TestSystemUUIDFallsBackToMachineID(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"proc/meminfo":      "MemTotal: 1024 kB\n",
+		"etc/machine-id":    "3d1219c7c4c5404aaa1f6d2a48adfda4\n",
+		"etc/os-release":    "PRETTY_NAME=Debian\n",
+		"proc/self/uid_map": "0 0 4294967295\n",
+	})
+	info, err := hostFiles{root: root}.machineInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.SystemUUID != "3d1219c7c4c5404aaa1f6d2a48adfda4" {
+		t.Errorf("system UUID %q, want the machine ID", info.SystemUUID)
+	}
+}

@@ -34,9 +34,11 @@ type Manager interface {
 	RemovePod(pod *v1.Pod)
 	// CleanupPods stops the workers of every pod not in desiredPods.
 	CleanupPods(desiredPods map[types.UID]sets.Empty)
-	// UpdatePodStatus sets Started and Ready of each container status from the probe
-	// results.
-	UpdatePodStatus(pod *v1.Pod, podStatus *v1.PodStatus)
+	// TriggerReadinessProbes probes every running, unready container of the status at
+	// once rather than at its next period, so that a container that just started becomes
+	// ready as soon as it can. (Started and Ready themselves are computed from the probe
+	// results by the status package.)
+	TriggerReadinessProbes(pod *v1.Pod, podStatus *v1.PodStatus)
 }
 
 // StatusProvider is where workers read the pod's current status: container IDs, states,
@@ -137,60 +139,16 @@ func (m *manager) CleanupPods(desiredPods map[types.UID]sets.Empty) {
 	}
 }
 
-func (m *manager) UpdatePodStatus(pod *v1.Pod, podStatus *v1.PodStatus) {
-	for i := range podStatus.ContainerStatuses {
-		m.updateContainerStatus(pod, &podStatus.ContainerStatuses[i])
-	}
-	for i := range podStatus.InitContainerStatuses {
-		cs := &podStatus.InitContainerStatuses[i]
-		if isRestartableInitContainer(initContainerSpec(pod, cs.Name)) {
-			m.updateContainerStatus(pod, cs)
+func (m *manager) TriggerReadinessProbes(pod *v1.Pod, podStatus *v1.PodStatus) {
+	statuses := append(append([]v1.ContainerStatus{}, podStatus.InitContainerStatuses...), podStatus.ContainerStatuses...)
+	for _, cs := range statuses {
+		if cs.State.Running == nil || cs.Ready {
 			continue
 		}
-		started := cs.State.Running != nil // a regular init container has no probes
-		cs.Started = &started
-		if cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0 {
-			// A regular init container is ready once it completed.
-			cs.Ready = true
+		if w, ok := m.getWorker(pod.UID, cs.Name, readiness); ok {
+			w.trigger()
 		}
 	}
-}
-
-// updateContainerStatus sets Started, and Ready once started. A container with a probe that
-// has no result yet has not passed it; without a probe it passes.
-func (m *manager) updateContainerStatus(pod *v1.Pod, cs *v1.ContainerStatus) {
-	started := m.isStarted(pod.UID, cs)
-	cs.Started = &started
-	if started {
-		cs.Ready = m.isReady(pod.UID, cs)
-	}
-}
-
-func (m *manager) isStarted(podUID types.UID, cs *v1.ContainerStatus) bool {
-	if cs.State.Running == nil {
-		return false
-	}
-	if r, ok := m.startup.Get(container.ParseContainerID(cs.ContainerID)); ok {
-		return r == results.Success
-	}
-	_, hasProbe := m.getWorker(podUID, cs.Name, startup)
-	return !hasProbe
-}
-
-func (m *manager) isReady(podUID types.UID, cs *v1.ContainerStatus) bool {
-	if cs.State.Running == nil {
-		return false
-	}
-	if r, ok := m.readiness.Get(container.ParseContainerID(cs.ContainerID)); ok && r == results.Success {
-		return true
-	}
-	w, hasProbe := m.getWorker(podUID, cs.Name, readiness)
-	if hasProbe {
-		// Not ready yet: probe now rather than at the next period, so that a container
-		// that just started becomes ready as soon as it can.
-		w.trigger()
-	}
-	return !hasProbe
 }
 
 func (m *manager) getWorker(podUID types.UID, name string, kind probeType) (*worker, bool) {
@@ -231,13 +189,4 @@ func probedContainers(pod *v1.Pod) []v1.Container {
 
 func isRestartableInitContainer(c *v1.Container) bool {
 	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
-func initContainerSpec(pod *v1.Pod, name string) *v1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	return nil
 }

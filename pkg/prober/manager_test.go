@@ -143,70 +143,40 @@ func TestWorkersStartWithJitterAfterRestart(t *testing.T) {
 	waitFor(t, "the first probe", func() bool { return r.runner.callCount() == 1 })
 }
 
-func TestUpdatePodStatus(t *testing.T) {
+// An unready running container with a readiness worker is probed at once; a ready one,
+// one that is not running, and one without a worker are left alone.
+func TestTriggerReadinessProbes(t *testing.T) {
 	r := newRig(t)
 	r.settled()
-	pod := testPod(v1.Container{StartupProbe: execProbe(), ReadinessProbe: execProbe()})
+	pod := testPod(v1.Container{ReadinessProbe: execProbe()})
 	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: "plain"})
-	r.m.mu.Lock() // workers registered, but not running: results are set by hand
-	for _, kind := range []probeType{startup, readiness} {
-		r.m.workers[probeKey{testUID, testContainer, kind}] = newWorker(r.m, kind, pod, pod.Spec.Containers[0])
-	}
+	r.m.mu.Lock() // a worker registered, but not running: its trigger channel is read by hand
+	w := newWorker(r.m, readiness, pod, pod.Spec.Containers[0])
+	r.m.workers[probeKey{testUID, testContainer, readiness}] = w
 	r.m.mu.Unlock()
-
-	status := func() *v1.PodStatus {
-		s := running("c1", epoch, false)
-		plain := running("p1", epoch, false).ContainerStatuses[0]
+	triggered := func(s v1.PodStatus) bool {
+		t.Helper()
+		plain := s.ContainerStatuses[0]
 		plain.Name = "plain"
 		s.ContainerStatuses = append(s.ContainerStatuses, plain)
-		s.ContainerStatuses[0].Started, s.ContainerStatuses[1].Started = nil, nil
-		return &s
-	}
-	check := func(what string, wantStarted, wantReady bool) {
-		t.Helper()
-		s := status()
-		r.m.UpdatePodStatus(pod, s)
-		c := s.ContainerStatuses[0]
-		if c.Started == nil || *c.Started != wantStarted || c.Ready != wantReady {
-			t.Errorf("%s: started=%v ready=%v, want %v %v", what, ptr.Deref(c.Started, false), c.Ready, wantStarted, wantReady)
-		}
-		plain := s.ContainerStatuses[1]
-		if !*plain.Started || !plain.Ready {
-			t.Errorf("%s: a running container without probes is not started and ready", what)
+		r.m.TriggerReadinessProbes(pod, &s)
+		select {
+		case <-w.triggerCh:
+			return true
+		default:
+			return false
 		}
 	}
-	check("no results yet", false, false)
-	r.startup.Set(cid("c1"), 0, pod) // Success
-	check("started, readiness not run", true, false)
-	if w, _ := r.m.getWorker(testUID, testContainer, readiness); len(w.triggerCh) != 1 {
-		t.Error("an unready container did not trigger a readiness probe")
+	if !triggered(running("c1", epoch, true)) {
+		t.Error("an unready running container was not probed at once")
 	}
-	r.readiness.Set(cid("c1"), 0, pod)
-	check("started and ready", true, true)
-
-	s := status()
-	s.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}
-	r.m.UpdatePodStatus(pod, s)
-	if *s.ContainerStatuses[0].Started || s.ContainerStatuses[0].Ready {
-		t.Error("a waiting container is started or ready")
+	ready := running("c1", epoch, true)
+	ready.ContainerStatuses[0].Ready = true
+	if triggered(ready) {
+		t.Error("a ready container was probed again")
 	}
-}
-
-func TestUpdatePodStatusInitContainers(t *testing.T) {
-	r := newRig(t)
-	always := v1.ContainerRestartPolicyAlways
-	pod := testPod(v1.Container{})
-	pod.Spec.InitContainers = []v1.Container{{Name: "init"}, {Name: "sidecar", RestartPolicy: &always}}
-	s := &v1.PodStatus{InitContainerStatuses: []v1.ContainerStatus{
-		{Name: "init", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
-		{Name: "sidecar", ContainerID: "containerd://s1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
-	}}
-	r.m.UpdatePodStatus(pod, s)
-	if init := s.InitContainerStatuses[0]; !init.Ready || *init.Started {
-		t.Errorf("completed init container: ready=%v started=%v, want ready, not started", init.Ready, *init.Started)
-	}
-	if sc := s.InitContainerStatuses[1]; !sc.Ready || !*sc.Started {
-		t.Errorf("running sidecar without probes: ready=%v started=%v, want both", sc.Ready, *sc.Started)
+	if triggered(terminated("c1", 0)) {
+		t.Error("a container that is not running was probed")
 	}
 }
 

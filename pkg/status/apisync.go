@@ -39,7 +39,7 @@ type APISyncer struct {
 	couldHaveRunningContainers func(uid types.UID) bool
 }
 
-// NewAPISyncer returns a syncer for the status manager (NewManager(syncer)).
+// NewAPISyncer returns a syncer for the status manager (NewManager(syncer, pods)).
 func NewAPISyncer(client kubernetes.Interface, pods PodLookup, couldHaveRunningContainers func(types.UID) bool) *APISyncer {
 	return &APISyncer{client: client, pods: pods, couldHaveRunningContainers: couldHaveRunningContainers}
 }

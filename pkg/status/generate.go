@@ -26,6 +26,9 @@ type GenerateOptions struct {
 	HostIPs []string
 	// Readiness and Startup are the probe results; either may be nil (no results yet).
 	Readiness, Startup results.Manager
+	// KubeletStart is when this kubelet process started. A container already running
+	// then keeps the readiness the pod showed until its first readiness probe. Optional.
+	KubeletStart time.Time
 	// BackOffReasons returns the last sync's failure for a container to restart
 	// (CrashLoopBackOff, ErrImagePull, ImagePullBackOff, CreateContainerConfigError, ...);
 	// typically ReasonCache.Get bound to the pod's UID. Optional.
@@ -80,7 +83,7 @@ func GenerateAPIPodStatus(pod *v1.Pod, podStatus *container.PodStatus, oldStatus
 		s.Phase = pod.Status.Phase
 	}
 
-	probeResults{readiness: opts.Readiness, startup: opts.Startup}.apply(pod, &s)
+	probeResults{readiness: opts.Readiness, startup: opts.Startup, kubeletStart: opts.KubeletStart}.apply(pod, &s)
 	s.Conditions = generateConditions(pod, podStatus, oldStatus, &s, opts.ResizeConditions)
 	setHostIPs(pod, &s, opts.HostIPs)
 	s.StartTime = startTime(oldStatus, opts.Now)

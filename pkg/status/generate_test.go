@@ -357,6 +357,38 @@ func TestReadinessAndStartupProbes(t *testing.T) {
 	check(true, false, got)
 }
 
+// A kubelet that starts while containers run (a restart, or a switch from another kubelet)
+// keeps them ready until their first readiness probe if the pod was Ready, as upstream does
+// since v1.35; a container it started itself waits for its probe as usual.
+func TestReadinessKeptAcrossKubeletRestart(t *testing.T) {
+	pod := testPod(v1.RestartPolicyAlways, "a", "plain")
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+	ps := runtimeStatus(running("a", "id-a", 5), running("plain", "id-p", 5))
+	readiness := results.NewManager()
+	opts := GenerateOptions{Readiness: readiness, KubeletStart: at(60)} // containers started at 6 s
+	readyIn := func(p *v1.Pod) (a, plain bool) {
+		got := generate(p, ps, p.Status, opts)
+		return findContainer(got, "a").Ready, findContainer(got, "plain").Ready
+	}
+	wasReady := pod.DeepCopy()
+	wasReady.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	if a, plain := readyIn(wasReady); !a || !plain {
+		t.Errorf("pod was Ready, no probe yet: ready a=%v plain=%v, want both", a, plain)
+	}
+	if a, plain := readyIn(pod); a || !plain {
+		t.Errorf("pod was not Ready: ready a=%v plain=%v, want plain only", a, plain)
+	}
+	readiness.Set(container.BuildContainerID("containerd", "id-a"), results.Failure, pod)
+	if a, _ := readyIn(wasReady); a {
+		t.Error("a failed first probe left the container ready")
+	}
+	readiness.Remove(container.BuildContainerID("containerd", "id-a"))
+	opts.KubeletStart = at(10) // the kubelet was there when the containers started
+	if a, _ := readyIn(wasReady); a {
+		t.Error("a container this kubelet started is ready before its probe passed")
+	}
+}
+
 // A new instance of a container (restarted after a liveness failure, say) is not started
 // until its own startup probe passes, even if the last status showed the old instance
 // started; without a readiness probe it would otherwise be reported ready at once.

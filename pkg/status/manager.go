@@ -89,8 +89,9 @@ type versionedStatus struct {
 }
 
 type manager struct {
-	syncer PodStatusSyncer
-	now    func() time.Time
+	syncer  PodStatusSyncer
+	mirrors MirrorPods
+	now     func() time.Time
 
 	mu       sync.RWMutex
 	statuses map[types.UID]versionedStatus
@@ -106,10 +107,16 @@ type manager struct {
 	failures int
 }
 
-// NewManager returns an empty manager; syncer may be nil (standalone).
-func NewManager(syncer PodStatusSyncer) Manager {
+// MirrorPods finds a static pod's mirror pod in the API.
+type MirrorPods interface {
+	GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool)
+}
+
+// NewManager returns an empty manager; syncer and mirrors may be nil (standalone).
+func NewManager(syncer PodStatusSyncer, mirrors MirrorPods) Manager {
 	return &manager{
 		syncer:      syncer,
+		mirrors:     mirrors,
 		now:         time.Now,
 		statuses:    map[types.UID]versionedStatus{},
 		changed:     make(chan struct{}, 1),
@@ -193,6 +200,18 @@ func findContainerByID(status *v1.PodStatus, id string) (*v1.ContainerStatus, bo
 	return nil, false
 }
 
+// uncachedStatus is the status a pod had before this kubelet cached one: the mirror pod's
+// for a static pod (a manifest carries none), else the pod's own. After a kubelet restart
+// or a switch between kubelets, this keeps start times and condition transition times.
+func (m *manager) uncachedStatus(pod *v1.Pod) v1.PodStatus {
+	if m.mirrors != nil && kubetypes.IsStaticPod(pod) {
+		if mirror, ok := m.mirrors.GetMirrorPodByPod(pod); ok {
+			return mirror.Status
+		}
+	}
+	return pod.Status
+}
+
 func setCondition(conditions []v1.PodCondition, c v1.PodCondition) []v1.PodCondition {
 	return replaceOrAppendCondition(conditions, &c)
 }
@@ -211,7 +230,7 @@ func (m *manager) RemoveOrphanedStatuses(podUIDs map[types.UID]bool) {
 // updateStatus caches status as the pod's next version unless nothing the kubelet owns
 // changed (and the update is not forced). Callers hold m.mu.
 func (m *manager) updateStatus(pod *v1.Pod, status v1.PodStatus, force, podIsFinished bool) {
-	oldStatus := pod.Status
+	oldStatus := m.uncachedStatus(pod)
 	cached, isCached := m.statuses[pod.UID]
 	if isCached {
 		oldStatus = cached.status

@@ -18,7 +18,7 @@ import (
 
 // testManager is a manager with a settable clock.
 func testManager(syncer PodStatusSyncer) (*manager, *time.Time) {
-	m := NewManager(syncer).(*manager)
+	m := NewManager(syncer, nil).(*manager)
 	now := at(200)
 	m.now = func() time.Time { return now }
 	return m, &now
@@ -88,6 +88,39 @@ func TestTransitionAndStartTimes(t *testing.T) {
 	}
 	if c := getCondition(second, v1.PodScheduled); !c.LastTransitionTime.Time.Equal(at(200)) {
 		t.Errorf("PodScheduled did not change, its time must not: %v", c.LastTransitionTime)
+	}
+}
+
+type mirrorsOf map[types.UID]*v1.Pod
+
+func (m mirrorsOf) GetMirrorPodByPod(pod *v1.Pod) (*v1.Pod, bool) {
+	mirror, ok := m[pod.UID]
+	return mirror, ok
+}
+
+// A kubelet that starts (after a restart, or in place of another kubelet) takes a static
+// pod's start and transition times from its mirror pod, as upstream does: the manifest
+// carries no status.
+func TestStaticPodKeepsMirrorTimes(t *testing.T) {
+	m, now := testManager(nil)
+	pod := testPod(v1.RestartPolicyAlways, "a")
+	pod.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.FileSource}
+	mirror := pod.DeepCopy()
+	mirror.Status = runningPodStatus(pod)
+	mirror.Status.StartTime = &metav1.Time{Time: at(10)}
+	for i := range mirror.Status.Conditions {
+		mirror.Status.Conditions[i].LastTransitionTime = metav1.Time{Time: at(20)}
+	}
+	m.mirrors = mirrorsOf{pod.UID: mirror}
+
+	*now = at(500)
+	m.SetPodStatus(pod, runningPodStatus(pod))
+	got, _ := m.GetPodStatus(pod.UID)
+	if !got.StartTime.Time.Equal(at(10)) {
+		t.Errorf("start time %v, want the mirror pod's %v", got.StartTime, at(10))
+	}
+	if c := getCondition(got, v1.PodReady); !c.LastTransitionTime.Time.Equal(at(20)) {
+		t.Errorf("Ready transition time %v, want the mirror pod's %v", c.LastTransitionTime, at(20))
 	}
 }
 

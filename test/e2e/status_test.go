@@ -104,7 +104,7 @@ func TestPodStatusFromRealRuntime(t *testing.T) {
 	}
 
 	// The pod worker kills the pod and reports it terminal.
-	m := status.NewManager(nil)
+	m := status.NewManager(nil, nil)
 	m.SetPodStatus(pod, got)
 	if err := r.m.KillPod(context.Background(), pod, container.ConvertPodStatusToRunningPod("containerd", ps), ptr.To[int64](1)); err != nil {
 		t.Fatal(err)
