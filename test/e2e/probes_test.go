@@ -124,8 +124,8 @@ func (pr *probeRig) refreshStatuses(done <-chan struct{}) {
 	}
 }
 
-// refresh regenerates the pod's API status from the runtime, then lets the probe manager
-// set Started and Ready.
+// refresh regenerates the pod's API status from the runtime and the probe results, as the
+// kubelet does, and lets the probe manager probe an unready container at once.
 func (pr *probeRig) refresh(pod *v1.Pod) {
 	ps, err := pr.m.GetPodStatus(context.Background(), pod.UID, pod.Name, pod.Namespace)
 	if err != nil {
@@ -135,8 +135,9 @@ func (pr *probeRig) refresh(pod *v1.Pod) {
 	if !ok {
 		old = pod.Status
 	}
-	s := status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{HostIPs: []string{"127.0.0.1"}})
-	pr.pm.UpdatePodStatus(pod, &s)
+	s := status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
+		HostIPs: []string{"127.0.0.1"}, Readiness: pr.readiness, Startup: pr.startup})
+	pr.pm.TriggerReadinessProbes(pod, &s)
 	pr.statuses.set(pod.UID, s)
 }
 

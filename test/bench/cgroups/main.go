@@ -27,7 +27,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // kubelet is one kubelet under test, nodelet or upstream's, with what it owns: a rig

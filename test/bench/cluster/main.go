@@ -60,7 +60,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 type options struct {
@@ -174,7 +174,7 @@ type bench struct {
 	nodelet         *kubelet
 	upstream        *kubelet
 	// hostState is what upstream's kubelet may change on the host, recorded before it ran.
-	hostState *hostState
+	hostState *host.UpstreamKubeletState
 	results   results
 	// releaseLock releases the shared control plane lock; nil until it is taken.
 	releaseLock func()
@@ -308,11 +308,11 @@ func (b *bench) deleteNode(ctx context.Context, node string) error {
 // startKubelets starts nodelet, then upstream's kubelet, each once the other is Ready
 // (their start-ups would compete for the CPUs), and records how long each took.
 func (b *bench) startKubelets(ctx context.Context) error {
-	host, err := recordHostState()
+	state, err := host.RecordUpstreamKubeletState()
 	if err != nil {
 		return err
 	}
-	b.hostState = host
+	b.hostState = state
 	for _, k := range b.kubelets() {
 		start := time.Now()
 		if err := k.start(b.o.server, filepath.Join(b.pki, "ca.crt"), b.o.verbosity, b.extraArgs(k)); err != nil {
@@ -393,7 +393,7 @@ func (b *bench) cleanUp(dir string, failed bool) error {
 	}
 	errs = append(errs, host.RemoveCgroupRoot(b.rawCgroupRoot()))
 	if b.hostState != nil {
-		errs = append(errs, b.hostState.restore())
+		errs = append(errs, b.hostState.Restore())
 	}
 	if failed || b.o.keepLogs {
 		fmt.Fprintf(os.Stderr, "bench: logs and configs kept in %s\n", dir)

@@ -17,7 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/eviction"
 	"github.com/nodelet/nodelet/pkg/stats"
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // evictionCost is the eviction manager's cost measured in this process: nodelet's

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 const image = "docker.io/library/busybox:1.36"

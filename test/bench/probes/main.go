@@ -209,8 +209,8 @@ func (b *bench) readStatus(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return err
 	}
+	// Started: true (no startup probes); Ready is not read.
 	s := status.GenerateAPIPodStatus(pod, ps, pod.Status, status.GenerateOptions{HostIPs: []string{"127.0.0.1"}})
-	b.pm.UpdatePodStatus(pod, &s) // Started: true (no startup probes)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.statuses[pod.UID] = s

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
-	"github.com/nodelet/nodelet/test/bench/internal/host"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // kubelet is one kubelet under test (nodelet or upstream's) with everything it owns: its

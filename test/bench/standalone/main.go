@@ -18,6 +18,8 @@
 package main
 
 import (
+	"github.com/nodelet/nodelet/test/internal/host"
+
 	"bufio"
 	"context"
 	"errors"
@@ -116,11 +118,11 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	if o.upstreamBin != "" {
-		host, err := recordHostState()
+		state, err := host.RecordUpstreamKubeletState()
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, host.restore()) }() // after upstream has stopped
+		defer func() { err = errors.Join(err, state.Restore()) }() // after upstream has stopped
 		if b.upstream, err = newKubelet(ctx, "upstream", o.upstreamEndpoint, dir); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"errors"
@@ -12,9 +12,10 @@ import (
 // Upstream's kubelet changes the host beyond its own directories: at start it sets the
 // kernel tunables of its container manager (setupKernelTunables), and it adds iptables
 // chains and rules named KUBE-* (KUBE-IPTABLES-HINT, KUBE-FIREWALL with jumps from INPUT
-// and OUTPUT, KUBE-KUBELET-CANARY). The bench records both before upstream starts and, once
-// it has stopped, puts the tunables back and removes the KUBE-* chains and rules that were
-// not there before. Other rules (other rigs' FORWARD rules, say) are never touched.
+// and OUTPUT, KUBE-KUBELET-CANARY). Benches and tests that run it record both before it
+// starts (RecordUpstreamKubeletState) and, once it has stopped, put the tunables back and
+// remove the KUBE-* chains and rules that were not there before (Restore). Other rules
+// (other rigs' FORWARD rules, say) are never touched.
 
 // kubeletSysctls are the tunables upstream's setupKernelTunables sets.
 var kubeletSysctls = []string{
@@ -25,14 +26,17 @@ var kubeletSysctls = []string{
 // iptablesTables are the tables upstream's kubelet writes to.
 var iptablesTables = []string{"filter", "mangle", "nat"}
 
-type hostState struct {
+// UpstreamKubeletState is what upstream's kubelet may change on the host, as it was.
+type UpstreamKubeletState struct {
 	sysctls map[string]string
 	// rules holds, per "iptables -t TABLE" command, the -S lines present before.
 	rules map[[2]string]map[string]bool
 }
 
-func recordHostState() (*hostState, error) {
-	h := &hostState{sysctls: map[string]string{}, rules: map[[2]string]map[string]bool{}}
+// RecordUpstreamKubeletState records the tunables and iptables rules upstream's kubelet
+// changes.
+func RecordUpstreamKubeletState() (*UpstreamKubeletState, error) {
+	h := &UpstreamKubeletState{sysctls: map[string]string{}, rules: map[[2]string]map[string]bool{}}
 	for _, k := range kubeletSysctls {
 		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
 		if err != nil {
@@ -52,9 +56,9 @@ func recordHostState() (*hostState, error) {
 	return h, nil
 }
 
-// restore undoes upstream's changes. Run it only once upstream's kubelet has stopped:
+// Restore undoes upstream's changes. Run it only once upstream's kubelet has stopped:
 // its canary monitor re-adds the chains.
-func (h *hostState) restore() error {
+func (h *UpstreamKubeletState) Restore() error {
 	var errs []error
 	for k, v := range h.sysctls {
 		path := filepath.Join("/proc/sys", k)
