@@ -190,16 +190,7 @@ func (c *clusterNode) cleanup(t *testing.T) {
 	// A test that failed half-way leaves its pods' volumes mounted (nodelet was killed):
 	// detach them, so that the test's temporary directories can go.
 	unmountAllUnder(t, c.rootDir)
-	zero := int64(0)
-	_ = c.admin.CoreV1().Namespaces().Delete(ctx, c.namespace, metav1.DeleteOptions{})
-	pods, _ := c.admin.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.name})
-	if pods != nil {
-		for _, p := range pods.Items {
-			_ = c.admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		}
-	}
-	_ = c.admin.CoreV1().Nodes().Delete(ctx, c.name, metav1.DeleteOptions{})
-	_ = c.admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, c.name, metav1.DeleteOptions{})
+	c.removeFromAPI()
 }
 
 // unmountAllUnder lazily unmounts every mount under dir, deepest first.
