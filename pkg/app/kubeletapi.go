@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/metrics/cadvisor"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/stats"
 )
@@ -67,6 +68,7 @@ type kubeletAPI struct {
 	cri        internalapi.RuntimeService
 	summary    *stats.Provider
 	node       *nodestatus.Controller
+	machine    func() (*nodestatus.MachineInfo, error)
 	registries *metrics.Registries
 	cluster    *cluster
 }
@@ -95,6 +97,7 @@ func (a kubeletAPI) start(ctx context.Context) error {
 		deps.Client = a.cluster.clients.Kube
 	}
 	deps.Stats, deps.MetricsResource = stats.NewSummaryHandler(a.summary), stats.NewResourceMetricsHandler(a.summary)
+	deps.MetricsCadvisor = cadvisor.NewHandler(cadvisor.Options{Runtime: a.cri, Summary: a.summary, Pods: a.loop.Pods, Machine: a.machineFacts})
 	// The server itself turns these off when enableDebuggingHandlers is false.
 	mountStreaming(&deps, streaming.New(streaming.Deps{
 		Pods: a.loop, RunningPods: a.runtime, Streaming: a.runtime, Runner: a.runtime,
@@ -116,6 +119,16 @@ func (a kubeletAPI) nodeAddresses(ctx context.Context) []v1.NodeAddress {
 		return nil
 	}
 	return node.Status.Addresses
+}
+
+// machineFacts are the node's machine facts for the machine_* metrics.
+func (a kubeletAPI) machineFacts() (*cadvisor.Machine, error) {
+	m, err := a.machine()
+	if err != nil {
+		return nil, err
+	}
+	return &cadvisor.Machine{NumCores: m.NumCores, MemoryBytes: m.MemoryCapacity, SwapBytes: m.SwapCapacity,
+		MachineID: m.MachineID, SystemUUID: m.SystemUUID, BootID: m.BootID}, nil
 }
 
 // mountStreaming puts the container endpoints where the server mounts them.

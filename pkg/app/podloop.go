@@ -202,7 +202,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	if serving {
 		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, cri: rs,
-			summary: summary, node: node, registries: registries, cluster: cl}
+			summary: summary, node: node, machine: machine, registries: registries, cluster: cl}
 		if err := api.start(ctx); err != nil {
 			return err
 		}
