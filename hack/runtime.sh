@@ -15,6 +15,17 @@
 #   hack/runtime.sh check    report the runtime's version, RuntimeConfig (cgroup driver)
 #                            and GetContainerEvents stream, with one short-lived test
 #                            container (hack/cricheck; events required for containerd2)
+#   hack/runtime.sh import-controlplane-images
+#                            on demand (never part of `up`: ~40 MB compressed, ~120 MB
+#                            unpacked): build registry.k8s.io/etcd:<etcd version>-0 and
+#                            registry.k8s.io/kube-apiserver:<k8s version> from the
+#                            binaries `hack/controlplane.sh build` caches (versions from
+#                            hack/tools/{etcd,k8s}/go.mod), into
+#                            $NODELET_CACHE_DIR/images-controlplane (shared by all rigs;
+#                            warm it only re-reads the binaries), and import those missing
+#                            or changed into this rig's running containerd; prints the
+#                            image references on stdout, one a line. For kubeadm-shaped
+#                            static pod tests (test/e2e/kubeadm_harness_test.go).
 #   hack/runtime.sh crictl ARGS...   run crictl against this runtime
 #   hack/runtime.sh ctr ARGS...      run ctr (namespace k8s.io) against this runtime
 #
@@ -642,13 +653,42 @@ build_images() {
 	(cd "$ROOT" && "$GO" run ./test/images/build -out "$IMAGES_DIR")
 }
 
+# The control-plane images are built from the binaries hack/controlplane.sh caches.
+CP_IMAGES_DIR=$CACHE_DIR/images-controlplane
+K8S_VERSION=$(mod_version "$ROOT/hack/tools/k8s" k8s.io/kubernetes)
+ETCD_VERSION=$(mod_version "$ROOT/hack/tools/etcd" go.etcd.io/etcd/server/v3)
+APISERVER_BIN=$CACHE_DIR/k8s-$K8S_VERSION/bin/kube-apiserver
+ETCD_BIN=$CACHE_DIR/etcd-$ETCD_VERSION/bin/etcd
+
+# build_controlplane_images: one build at a time (the directory is shared by all rigs).
+build_controlplane_images() {
+	local b
+	if [ -z "$K8S_VERSION" ] || [ -z "$ETCD_VERSION" ]; then
+		die "cannot read the k8s/etcd versions from hack/tools/{k8s,etcd}/go.mod"
+	fi
+	for b in "$APISERVER_BIN" "$ETCD_BIN"; do
+		[ -x "$b" ] || die "$b is missing: build it first with 'hack/controlplane.sh build'" \
+			"(NODELET_CACHE_DIR=$CACHE_DIR)"
+	done
+	command -v "$GO" >/dev/null || die "go not found (needed to build the control-plane images)"
+	mkdir -p "$CP_IMAGES_DIR"
+	exec 8>"$CP_IMAGES_DIR.lock"
+	flock 8
+	(cd "$ROOT" && "$GO" run ./test/images/build -out "$CP_IMAGES_DIR" -set controlplane \
+		-kube-apiserver "$APISERVER_BIN" -k8s-version "$K8S_VERSION" \
+		-etcd "$ETCD_BIN" -etcd-version "$ETCD_VERSION")
+	exec 8>&-
+}
+
+# import_images [LIST]: import the archives of LIST (default: the test images' list)
+# whose tag is missing from containerd or has another digest.
 import_images() {
-	local have file ref digest f
+	local list=${1:-$IMAGES_DIR/images.txt} have file ref digest f
 	local -A todo=()
 	have=$(ctr_ images ls)
 	while IFS=$'\t' read -r file ref digest; do
 		[ "$(awk -v r="$ref" '$1 == r { print $3 }' <<<"$have")" = "$digest" ] || todo[$file]=1
-	done <"$IMAGES_DIR/images.txt"
+	done <"$list"
 	for f in "${!todo[@]}"; do
 		log "importing $f"
 		ctr_ images import "$f"
@@ -741,6 +781,18 @@ cmd_start() {
 	echo "CONTAINER_RUNTIME_ENDPOINT=$ENDPOINT" >&3
 }
 
+cmd_import_controlplane_images() {
+	need_root
+	lock
+	check_flavour
+	if ! containerd_pid >/dev/null || ! answers; then
+		die "containerd is not running: run '$0 up' first"
+	fi
+	build_controlplane_images
+	import_images "$CP_IMAGES_DIR/images.txt"
+	cut -f2 "$CP_IMAGES_DIR/images.txt" >&3
+}
+
 cmd_check() {
 	local require=()
 	[ "$FLAVOUR" = containerd2 ] && require=(-require-events)
@@ -771,6 +823,7 @@ start) cmd_start ;;
 env) echo "CONTAINER_RUNTIME_ENDPOINT=$ENDPOINT" >&3 ;;
 status) cmd_status ;;
 check) cmd_check ;;
+import-controlplane-images) cmd_import_controlplane_images ;;
 crictl) exec "$CRICTL" --config "$CRICTL_CONFIG" -r "$ENDPOINT" -i "$ENDPOINT" "$@" >&3 3>&- ;;
 ctr) exec "$CTR" -a "$SOCK" -n k8s.io "$@" >&3 3>&- ;;
 *)

@@ -4,6 +4,8 @@
 // Usage (from anywhere inside the module):
 //
 //	go run ./test/images/build -out DIR
+//	go run ./test/images/build -out DIR -set controlplane \
+//		-kube-apiserver BIN -k8s-version v1.37.2 -etcd BIN -etcd-version v3.7.3
 //
 // For each image it writes DIR/<name>.tar, and it writes DIR/images.txt with
 // one line per tag: "<file>\t<ref>\t<manifest digest>", which hack/runtime.sh
@@ -202,6 +204,55 @@ type builder struct {
 	goCmd   string
 	arch    string
 	tmp     string
+	// layerCache holds big compressed layers by the digest of their tar, so an
+	// unchanged 100 MB layer is not compressed again on every build.
+	layerCache string
+	usedLayers map[string]bool
+}
+
+// cachedLayerMin is the size from which a layer's compressed form is cached.
+const cachedLayerMin = 1 << 20
+
+// compress gzips a layer tar, taking big layers from the layer cache when it has them.
+// The cache is content-addressed (the name is the tar's digest) and written
+// atomically, so a hit is the very bytes gz would produce.
+func (b *builder) compress(raw []byte) ([]byte, error) {
+	if len(raw) < cachedLayerMin {
+		return gz(raw)
+	}
+	name := filepath.Join(b.layerCache, strings.TrimPrefix(sha(raw), "sha256:")+".gz")
+	b.usedLayers[name] = true
+	if z, err := os.ReadFile(name); err == nil {
+		return z, nil
+	}
+	z, err := gz(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(b.layerCache, 0o755); err != nil {
+		return nil, err
+	}
+	_, err = writeIfChanged(name, z)
+	return z, err
+}
+
+// pruneLayerCache removes cached layers this build did not use (older binaries).
+func (b *builder) pruneLayerCache() error {
+	entries, err := os.ReadDir(b.layerCache)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := filepath.Join(b.layerCache, e.Name()); !b.usedLayers[name] {
+			if err := os.Remove(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // goBuild builds ./test/images/<name> as a static binary for linux/<arch>.
@@ -307,11 +358,14 @@ func (b *builder) build(im *image) ([]byte, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		if len(files) == 0 {
+			continue // e.g. no shared libraries for a static binary
+		}
 		raw, err := layerTar(files)
 		if err != nil {
 			return nil, "", err
 		}
-		z, err := gz(raw)
+		z, err := b.compress(raw)
 		if err != nil {
 			return nil, "", err
 		}
@@ -398,21 +452,40 @@ func findModRoot() (string, error) {
 
 func main() {
 	out := flag.String("out", "", "output directory (required)")
+	set := flag.String("set", "test", "which images: test (the test images `hack/runtime.sh up` imports) or controlplane (etcd and kube-apiserver from upstream's binaries, imported on demand)")
 	busybox := flag.String("busybox", "/bin/busybox", "static busybox binary to put in the busybox image")
 	goCmd := flag.String("go", "go", "go command used to build Go images")
 	arch := flag.String("arch", runtime.GOARCH, "image architecture (GOARCH)")
+	var cp controlPlane
+	flag.StringVar(&cp.apiserver, "kube-apiserver", "", "controlplane: the kube-apiserver binary")
+	flag.StringVar(&cp.k8sVersion, "k8s-version", "", "controlplane: its Kubernetes release, e.g. v1.37.2 (the image tag)")
+	flag.StringVar(&cp.etcd, "etcd", "", "controlplane: the etcd binary")
+	flag.StringVar(&cp.etcdVersion, "etcd-version", "", "controlplane: its etcd release, e.g. v3.7.3 (tagged 3.7.3-0)")
 	flag.Parse()
 	if *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: build -out DIR")
+		fmt.Fprintln(os.Stderr, "usage: build -out DIR [-set test|controlplane ...]")
 		os.Exit(2)
 	}
-	if err := run(*out, *busybox, *goCmd, *arch); err != nil {
+	list := images
+	switch *set {
+	case "test":
+	case "controlplane":
+		var err error
+		if list, err = cp.images(); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(2)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "build: unknown -set %q (want test or controlplane)\n", *set)
+		os.Exit(2)
+	}
+	if err := run(list, *out, *busybox, *goCmd, *arch); err != nil {
 		fmt.Fprintln(os.Stderr, "build:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, busybox, goCmd, arch string) error {
+func run(list []*image, out, busybox, goCmd, arch string) error {
 	root, err := findModRoot()
 	if err != nil {
 		return err
@@ -425,9 +498,11 @@ func run(out, busybox, goCmd, arch string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	b := &builder{modRoot: root, busybox: busybox, goCmd: goCmd, arch: arch, tmp: tmp}
-	var list strings.Builder
-	for _, im := range images {
+	b := &builder{modRoot: root, busybox: busybox, goCmd: goCmd, arch: arch, tmp: tmp,
+		layerCache: filepath.Join(out, ".layers"), usedLayers: map[string]bool{}}
+	var lines strings.Builder
+	for _, im := range list {
+		start := time.Now()
 		archive, md, err := b.build(im)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", im.name, err)
@@ -441,11 +516,14 @@ func run(out, busybox, goCmd, arch string) error {
 		if changed {
 			state = "written"
 		}
-		fmt.Fprintf(os.Stderr, "image %-10s %s %s (%d bytes, %s)\n", im.name, md[:19], strings.Join(im.tags, ","), len(archive), state)
+		fmt.Fprintf(os.Stderr, "image %-10s %s %s (%d bytes, %s, %v)\n", im.name, md[:19], strings.Join(im.tags, ","), len(archive), state, time.Since(start).Round(time.Millisecond))
 		for _, t := range im.tags {
-			fmt.Fprintf(&list, "%s\t%s\t%s\n", name, t, md)
+			fmt.Fprintf(&lines, "%s\t%s\t%s\n", name, t, md)
 		}
 	}
-	_, err = writeIfChanged(filepath.Join(out, "images.txt"), []byte(list.String()))
+	if err := b.pruneLayerCache(); err != nil {
+		return err
+	}
+	_, err = writeIfChanged(filepath.Join(out, "images.txt"), []byte(lines.String()))
 	return err
 }
