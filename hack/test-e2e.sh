@@ -4,7 +4,8 @@
 #     metrics-server: test/e2e plus the packages' own runtime tests (build tag e2e);
 #  2. the node-local suite on containerd 2.x (hack/runtime.sh flavour containerd2): the
 #     standalone, runtime-manager and probe tests, container events (evented PLEG) and
-#     user namespaces. The cluster and kubelet-API tests run on 1.6 only, to keep CI short.
+#     user namespaces, the static-pod switch with upstream's kubelet. The cluster, kubelet-API
+#     and kubeadm control-plane tests run on 1.6 only, to keep CI short.
 # NODELET_E2E_RUN / NODELET_E2E_RUNTIMES narrow a run by hand (a -run pattern; "1.6", "2").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ on_containerd2() {
 	# The registry tests write containerd's hosts config under the dev rig's state dir.
 	export NODELET_STATE_DIR=/var/lib/nodelet-dev2
 	"$GO" test -count=1 -p 1 -timeout 30m -tags e2e "${run[@]}" \
-		-skip 'TestCluster|TestKubeletAPI|TestKubectl' ./test/e2e/... ./pkg/cri/ ./pkg/pleg/
+		-skip 'TestCluster|TestKubeletAPI|TestKubectl|TestKubeadm' ./test/e2e/... ./pkg/cri/ ./pkg/pleg/
 }
 
 for r in $runtimes; do

@@ -272,6 +272,21 @@ func (s *switchNode) keeps(before runtimeView, d time.Duration) {
 	}
 }
 
+// switchTo stops the running kubelet, starts the other kind with the same arguments, and
+// fails the test if, within 20 s, the pods' runtime view differs from before or the new
+// kubelet logs that it killed something.
+func (s *switchNode) switchTo(kind string, before runtimeView) {
+	s.t.Helper()
+	s.stop()
+	start := time.Now()
+	s.start(kind)
+	s.keeps(before, 20*time.Second)
+	if killed := s.logLines("Killing", "orphan", "definition changed"); len(killed) > 0 {
+		s.t.Errorf("%s killed something:\n%s", kind, strings.Join(killed, "\n"))
+	}
+	s.t.Logf("%s kept every sandbox and container for %v", kind, time.Since(start).Round(time.Second))
+}
+
 // logLines are the running kubelet's output lines that contain any of subs.
 func (s *switchNode) logLines(subs ...string) []string {
 	var out []string

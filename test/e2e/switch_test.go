@@ -76,15 +76,53 @@ spec:
 // pods keep their sandboxes and containers (none created, stopped or restarted) both ways.
 func TestSwitchStaticPods(t *testing.T) {
 	node := "sw-" + string(uuid.NewUUID())[:8]
-	dir := t.TempDir()
-	root, manifests, logs := filepath.Join(dir, "root"), filepath.Join(dir, "manifests"), filepath.Join(dir, "logs")
-	for _, d := range []string{root, manifests, logs} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	manifests := t.TempDir()
+	for name, body := range switchStaticPods(node) {
+		if err := os.WriteFile(filepath.Join(manifests, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for name, body := range switchStaticPods(node) {
-		if err := os.WriteFile(filepath.Join(manifests, name), []byte(body), 0o644); err != nil {
+	sw, logs := newStandaloneSwitch(t, node, manifests)
+	sw.start(upstream)
+	before := sw.waitRunning(3, 90*time.Second)
+	t.Logf("upstream's kubelet runs:\n%s", before)
+	for _, next := range []string{nodeletK, upstream} {
+		sw.switchTo(next, before)
+	}
+	checkLogsContinue(t, logs, node)
+}
+
+// TestKubeadmSwitch runs a kubeadm-shaped control plane (etcd and kube-apiserver as static
+// pods, kubeadm's manifests and PKI) under upstream's kubelet, switches the node to nodelet
+// and back, and checks that the API server answers /readyz throughout (polled every 100 ms)
+// and that neither component is restarted.
+func TestKubeadmSwitch(t *testing.T) {
+	importControlPlaneImages(t, isolatedRig)
+	node := "sw-kubeadm-" + string(uuid.NewUUID())[:8]
+	cp := writeKubeadmControlPlane(t, t.TempDir(), node)
+	sw, _ := newStandaloneSwitch(t, node, cp.manifestDir)
+	sw.start(upstream)
+	cp.waitReady(t, 3*time.Minute)
+	before := sw.waitRunning(2, 60*time.Second)
+	stop := cp.watchAvailability(100 * time.Millisecond)
+	for _, next := range []string{nodeletK, upstream} {
+		sw.switchTo(next, before)
+	}
+	a := stop()
+	t.Logf("kube-apiserver /readyz during both switches: %d checks, %d failed", a.checks, len(a.failures))
+	if len(a.failures) > 0 {
+		t.Errorf("the API server stopped answering (longest %v): %v", a.longest, a.failures)
+	}
+}
+
+// newStandaloneSwitch is a node without an API server whose kubelets run the static pods
+// in manifests; it returns the node and its pod log directory.
+func newStandaloneSwitch(t *testing.T, node, manifests string) (*switchNode, string) {
+	t.Helper()
+	dir := t.TempDir()
+	root, logs := filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+	for _, d := range []string{root, logs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,21 +143,7 @@ authorization: {mode: AlwaysAllow}
 	sw := newSwitchNode(t, endpoint, args, func(labels map[string]string) bool {
 		return strings.HasSuffix(labels[criconfig.PodNameLabel], "-"+node)
 	})
-
-	sw.start(upstream)
-	before := sw.waitRunning(3, 90*time.Second)
-	t.Logf("upstream's kubelet runs:\n%s", before)
-	for _, next := range []string{nodeletK, upstream} {
-		sw.stop()
-		start := time.Now()
-		sw.start(next)
-		sw.keeps(before, 20*time.Second)
-		if killed := sw.logLines("Killing", "orphan", "definition changed"); len(killed) > 0 {
-			t.Errorf("%s killed something:\n%s", next, strings.Join(killed, "\n"))
-		}
-		t.Logf("%s kept every sandbox and container for %v", next, time.Since(start).Round(time.Second))
-	}
-	checkLogsContinue(t, logs, node)
+	return sw, logs
 }
 
 // checkLogsContinue: each container still writes to its first log file, in the pod log
@@ -193,14 +217,9 @@ authentication:
 		// readiness probe (upstream's kubeletRestartGracePeriod): switch after that.
 		c.waitRunningFor(t, "vols", 11*time.Second)
 		watch := c.watchReady(t, "vols")
-		sw.stop()
-		sw.start(next)
-		sw.keeps(before, 20*time.Second)
+		sw.switchTo(next, before)
 		if flaps := watch.stop(); len(flaps) > 0 {
 			t.Errorf("while switching to %s:\n%s", next, strings.Join(flaps, "\n"))
-		}
-		if killed := sw.logLines("Killing", "orphan", "definition changed"); len(killed) > 0 {
-			t.Errorf("%s killed something:\n%s", next, strings.Join(killed, "\n"))
 		}
 		if got := c.mirrorPodUID(t); got != mirror {
 			t.Errorf("the mirror pod was re-created under %s: %s, was %s", next, got, mirror)
