@@ -71,6 +71,20 @@ spec:
 	}
 }
 
+const usernsStaticPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: userns
+  namespace: default
+spec:
+  hostUsers: false
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: main
+    image: ` + busybox + `
+    command: ["sh", "-c", "cat /proc/self/uid_map; sleep 100000"]
+`
+
 // TestSwitchStaticPods replaces upstream's kubelet v1.37.2 by nodelet on a running node
 // (same command line, config and root directory), then nodelet by upstream's: the static
 // pods keep their sandboxes and containers (none created, stopped or restarted) both ways.
@@ -82,9 +96,18 @@ func TestSwitchStaticPods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	running := 3
+	if os.Getenv("NODELET_RUNTIME") == "containerd2" {
+		// containerd 2.x runs pods in user namespaces: the mapping each kubelet keeps for
+		// the pod must carry over too.
+		if err := os.WriteFile(filepath.Join(manifests, "userns.yaml"), []byte(usernsStaticPod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		running++
+	}
 	sw, logs := newStandaloneSwitch(t, node, manifests)
 	sw.start(upstream)
-	before := sw.waitRunning(3, 90*time.Second)
+	before := sw.waitRunning(running, 90*time.Second)
 	t.Logf("upstream's kubelet runs:\n%s", before)
 	for _, next := range []string{nodeletK, upstream} {
 		sw.switchTo(next, before)
