@@ -364,52 +364,78 @@ func (c *cgroupFS) unboundedHugePageLimits() map[int64]int64 {
 	return limits
 }
 
-// readCPUAndMemory reads back the cgroup's CPU shares, quota, period and memory
-// limit; "no limit" reads as -1 quota and math.MaxInt64 memory.
-func (c *cgroupFS) readCPUAndMemory(cgroup string) (*ResourceConfig, error) {
-	if c.unified {
-		return readV2(filepath.Join(c.root, cgroup))
-	}
-	cpu, mem := c.dir("cpu", cgroup), c.dir("memory", cgroup)
-	shares, err1 := readUint(cpu, "cpu.shares")
-	quota, err2 := readInt(cpu, "cpu.cfs_quota_us")
-	period, err3 := readUint(cpu, "cpu.cfs_period_us")
-	memory, err4 := readInt(mem, "memory.limit_in_bytes")
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return nil, err
-	}
-	// cgroup v1 spells "no memory limit" as the largest page-aligned value.
-	if memory >= math.MaxInt64-1<<20 {
-		memory = math.MaxInt64
-	}
-	return &ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &memory}, nil
+// cgroupCPU is a cgroup's CPU settings as its files hold them.
+type cgroupCPU struct {
+	shares uint64 // cpu.shares (cgroup v1)
+	weight uint64 // cpu.weight (cgroup v2)
+	quota  int64  // µs per period; -1 is no limit
+	period uint64 // µs
 }
 
-func readV2(dir string) (*ResourceConfig, error) {
+// readCPU reads the cgroup's CPU weight or shares, CFS quota and period.
+func (c *cgroupFS) readCPU(cgroup string) (cgroupCPU, error) {
+	if c.unified {
+		return readCPUv2(filepath.Join(c.root, cgroup))
+	}
+	dir := c.dir("cpu", cgroup)
+	shares, err1 := readUint(dir, "cpu.shares")
+	quota, err2 := readInt(dir, "cpu.cfs_quota_us")
+	period, err3 := readUint(dir, "cpu.cfs_period_us")
+	return cgroupCPU{shares: shares, quota: quota, period: period}, errors.Join(err1, err2, err3)
+}
+
+func readCPUv2(dir string) (cgroupCPU, error) {
 	weight, err1 := readUint(dir, "cpu.weight")
 	cpuMax, err2 := readString(dir, "cpu.max")
-	memory, err3 := readInt(dir, "memory.max")
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, err
+	if err := errors.Join(err1, err2); err != nil {
+		return cgroupCPU{}, err
 	}
 	fields := strings.Fields(cpuMax)
 	if len(fields) != 2 {
-		return nil, fmt.Errorf("unexpected cpu.max %q in %s", cpuMax, dir)
+		return cgroupCPU{}, fmt.Errorf("unexpected cpu.max %q in %s", cpuMax, dir)
 	}
 	quota := int64(-1)
 	if fields[0] != "max" {
 		q, err := strconv.ParseInt(fields[0], 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("parsing cpu.max in %s: %w", dir, err)
+			return cgroupCPU{}, fmt.Errorf("parsing cpu.max in %s: %w", dir, err)
 		}
 		quota = q
 	}
 	period, err := strconv.ParseUint(fields[1], 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("parsing cpu.max in %s: %w", dir, err)
+		return cgroupCPU{}, fmt.Errorf("parsing cpu.max in %s: %w", dir, err)
 	}
-	shares := cpuWeightToShares(weight)
-	return &ResourceConfig{CPUShares: &shares, CPUQuota: &quota, CPUPeriod: &period, Memory: &memory}, nil
+	return cgroupCPU{weight: weight, quota: quota, period: period}, nil
+}
+
+// readMemoryLimit reads the cgroup's memory limit in bytes as the cgroup holds it:
+// cgroup v1 spells "no limit" as its largest page-aligned value, v2's "max" reads as
+// math.MaxInt64.
+func (c *cgroupFS) readMemoryLimit(cgroup string) (int64, error) {
+	if c.unified {
+		return readInt(filepath.Join(c.root, cgroup), "memory.max")
+	}
+	return readInt(c.dir("memory", cgroup), "memory.limit_in_bytes")
+}
+
+// readCPUAndMemory reads back the cgroup's CPU shares (cgroup v2's weight as the fewest
+// shares that map to it), quota, period and memory limit; "no limit" reads as -1 quota
+// and math.MaxInt64 memory.
+func (c *cgroupFS) readCPUAndMemory(cgroup string) (*ResourceConfig, error) {
+	cpu, err1 := c.readCPU(cgroup)
+	memory, err2 := c.readMemoryLimit(cgroup)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	shares := cpu.shares
+	if c.unified {
+		shares = cpuWeightToShares(cpu.weight)
+	}
+	if memory >= math.MaxInt64-1<<20 {
+		memory = math.MaxInt64
+	}
+	return &ResourceConfig{CPUShares: &shares, CPUQuota: &cpu.quota, CPUPeriod: &cpu.period, Memory: &memory}, nil
 }
 
 // memoryUsage is the cgroup's memory usage in bytes (what cAdvisor reports as usage).

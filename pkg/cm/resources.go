@@ -80,6 +80,14 @@ func cpuWeightToShares(weight uint64) uint64 {
 	return ((weight-1)*(MaxShares-2)+maxWeight-2)/(maxWeight-1) + 2
 }
 
+// cpuWeightToSharesFloor reads cpu.weight back as shares the way upstream's kubelet
+// does for pod status: the inverse of CPUSharesToWeight rounded down, so that a weight
+// may read back as fewer shares than were written.
+func cpuWeightToSharesFloor(weight uint64) uint64 {
+	weight = min(max(weight, 1), maxWeight)
+	return (weight-1)*(MaxShares-2)/(maxWeight-1) + 2
+}
+
 // HugePageLimits sums a resource list's huge pages by page size in bytes.
 func HugePageLimits(list v1.ResourceList) map[int64]int64 {
 	limits := map[int64]int64{}

@@ -41,6 +41,8 @@ type Cgroups interface {
 	UpdateQOSCgroups() error
 	Pods() map[types.UID]bool
 	Remove(uid types.UID) error
+	// The pod's cgroup read back, for the pod-level resources in its status.
+	status.PodCgroupReader
 }
 
 // UserNamespaces remembers the user-namespace ID blocks of pods (hostUsers: false).

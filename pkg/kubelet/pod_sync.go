@@ -273,6 +273,7 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 		Now:               time.Now,
 		ResizeConditions:  k.resizeConditions(pod, terminal),
 		ActuatedResources: k.actuatedResources(pod.UID),
+		PodCgroup:         k.deps.Cgroups,
 	})
 	// The first readiness probe of a container that has just started runs now, not at the
 	// worker's next tick.

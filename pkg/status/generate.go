@@ -48,6 +48,9 @@ type GenerateOptions struct {
 	// manager's record): a container status's resources take from it what the runtime
 	// does not report, as upstream. Optional.
 	ActuatedResources func(containerName string) (v1.ResourceRequirements, bool)
+	// PodCgroup reads back the pod's cgroup for the pod-level status.resources of a pod
+	// the API shows Running. Optional: without it they are the allocated resources.
+	PodCgroup PodCgroupReader
 }
 
 // GenerateAPIPodStatus computes the pod's API status from the runtime's podStatus, as
@@ -90,7 +93,8 @@ func GenerateAPIPodStatus(pod *v1.Pod, podStatus *container.PodStatus, oldStatus
 	return s
 }
 
-// convertStatus is the pure conversion: IPs, QoS class and all container statuses.
+// convertStatus is the conversion: IPs, QoS class, all container statuses and the
+// pod-level resources (read back from the pod's cgroup).
 func convertStatus(pod *v1.Pod, podStatus *container.PodStatus, oldStatus v1.PodStatus, opts *GenerateOptions) v1.PodStatus {
 	var s v1.PodStatus
 	for _, ip := range sortPodIPs(podStatus.IPs, opts.HostIPs) {
@@ -109,6 +113,8 @@ func convertStatus(pod *v1.Pod, podStatus *container.PodStatus, oldStatus v1.Pod
 		ephemeral = append(ephemeral, v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	s.EphemeralContainerStatuses = cv.convert(ephemeral, oldStatus.EphemeralContainerStatuses, false)
+	s.Resources = podLevelResources(pod, oldStatus, opts.PodCgroup)
+	s.AllocatedResources = podAllocatedResources(pod)
 	return s
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,12 +55,15 @@ func TestClusterQoSCgroups(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cgroupFS, "cgroup.controllers")); err == nil {
 		t.Skip("this test reads cgroup v1 files; the host runs cgroup v2")
 	}
-	c := startClusterNode(t, clusterOptions{})
+	// A pod's status.resources read back from its cgroup need a sync after the API shows
+	// the pod Running: the periodic one, here every 10s.
+	c := startClusterNode(t, clusterOptions{config: "syncFrequency: 10s\n"})
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
 	guaranteed := c.createPod(t, withResources(c.testPod("guaranteed"), "500m", "500m", "64Mi", "64Mi"))
 	burstable := c.createPod(t, withResources(c.testPod("burstable"), "250m", "1", "32Mi", ""))
+	limited := c.createPod(t, withResources(c.testPod("burstable-limited"), "100m", "200m", "32Mi", "64Mi"))
 	bestEffort := c.createPod(t, c.testPod("besteffort"))
-	for _, name := range []string{"guaranteed", "burstable", "besteffort"} {
+	for _, name := range []string{"guaranteed", "burstable", "burstable-limited", "besteffort"} {
 		eventually(t, 60*time.Second, name+" Ready", func() error { return c.podReady(name) })
 	}
 	unlimited := c.cgroupValue(t, "memory", "kubepods/besteffort", "memory.limit_in_bytes")
@@ -70,6 +74,7 @@ func TestClusterQoSCgroups(t *testing.T) {
 	}{
 		{guaranteed, "kubepods/pod" + string(guaranteed.UID), "512", "50000", "67108864"},
 		{burstable, "kubepods/burstable/pod" + string(burstable.UID), "256", "100000", unlimited},
+		{limited, "kubepods/burstable/pod" + string(limited.UID), "102", "20000", "67108864"},
 		{bestEffort, "kubepods/besteffort/pod" + string(bestEffort.UID), "2", "-1", unlimited},
 	} {
 		got := []string{
@@ -82,8 +87,8 @@ func TestClusterQoSCgroups(t *testing.T) {
 		}
 	}
 	// The QoS classes: burstable has the sum of its pods' CPU requests, besteffort the least.
-	if got := c.cgroupValue(t, "cpu", "kubepods/burstable", "cpu.shares"); got != "256" {
-		t.Errorf("kubepods/burstable cpu.shares = %s, want 256", got)
+	if got := c.cgroupValue(t, "cpu", "kubepods/burstable", "cpu.shares"); got != "358" {
+		t.Errorf("kubepods/burstable cpu.shares = %s, want 358 (350m)", got)
 	}
 	if got := c.cgroupValue(t, "cpu", "kubepods/besteffort", "cpu.shares"); got != "2" {
 		t.Errorf("kubepods/besteffort cpu.shares = %s, want 2", got)
@@ -101,6 +106,56 @@ func TestClusterQoSCgroups(t *testing.T) {
 	if !found {
 		t.Errorf("no process under the Guaranteed pod's memory cgroup %s", podDir)
 	}
+	checkPodLevelResourcesStatus(t, c, unlimited)
+}
+
+// checkPodLevelResourcesStatus checks the pods' status.allocatedResources (their
+// requests) and status.resources (read back from their cgroups while Running) as the
+// API stores them, against what upstream's kubelet v1.37.2 writes for the same pods on
+// this cgroup v1 host (InPlacePodLevelResourcesVerticalScaling). unlimited is cgroup
+// v1's "no memory limit", which upstream reports as the pod's memory limit:
+// 9223372036854771712 bytes, "9007199254740988Ki", with 4KiB pages.
+func checkPodLevelResourcesStatus(t *testing.T, c *clusterNode, unlimited string) {
+	t.Helper()
+	n, err := strconv.ParseInt(unlimited, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLimit := resource.NewQuantity(n, resource.BinarySI).String()
+	want := map[string]string{
+		"guaranteed": `{"allocatedResources":{"cpu":"500m","memory":"64Mi"},` +
+			`"resources":{"limits":{"cpu":"500m","memory":"64Mi"},"requests":{"cpu":"500m","memory":"64Mi"}}}`,
+		"burstable": `{"allocatedResources":{"cpu":"250m","memory":"32Mi"},` +
+			`"resources":{"limits":{"cpu":"1","memory":"` + noLimit + `"},"requests":{"cpu":"250m","memory":"32Mi"}}}`,
+		"burstable-limited": `{"allocatedResources":{"cpu":"100m","memory":"32Mi"},` +
+			`"resources":{"limits":{"cpu":"200m","memory":"64Mi"},"requests":{"cpu":"100m","memory":"32Mi"}}}`,
+		"besteffort": `{"resources":{"limits":{"memory":"` + noLimit + `"}}}`,
+	}
+	for name, w := range want {
+		eventually(t, 40*time.Second, name+" pod-level resources status", func() error {
+			p, err := c.getPod(name)
+			if err != nil {
+				return err
+			}
+			if got := podLevelResourcesJSON(t, p.Status); got != w {
+				return fmt.Errorf("got %s, want %s", got, w)
+			}
+			return nil
+		})
+	}
+}
+
+// podLevelResourcesJSON is the status's allocatedResources and resources as JSON.
+func podLevelResourcesJSON(t *testing.T, s v1.PodStatus) string {
+	t.Helper()
+	b, err := json.Marshal(struct {
+		AllocatedResources v1.ResourceList          `json:"allocatedResources,omitempty"`
+		Resources          *v1.ResourceRequirements `json:"resources,omitempty"`
+	}{s.AllocatedResources, s.Resources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // memoryAvailable is what the eviction manager compares with memory.available: the
