@@ -3,13 +3,9 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,8 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nodelet/nodelet/pkg/cri"
 )
 
 // TestKubeadmControlPlaneStaticPods runs a kubeadm-shaped control plane (etcd and
@@ -64,21 +58,7 @@ func TestKubeadmControlPlaneStaticPods(t *testing.T) {
 // stops it and removes its pods.
 func startKubeadmNode(t *testing.T, cp *kubeadmControlPlane) *standalone {
 	t.Helper()
-	logsDir := t.TempDir()
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\nstaticPodPath: %s\ncgroupRoot: /%s\n", logsDir, cp.manifestDir, cp.nodeName)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	makeCgroupRoot(t, cp.nodeName)
-	n := startNodelet(t, "--config="+cfg, "--hostname-override="+cp.nodeName)
-	rs, err := cri.NewRemoteRuntimeService(context.Background(), nodeletEndpoint(t), 3*time.Second, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &standalone{nodelet: n, node: cp.nodeName, manifests: cp.manifestDir, logsDir: logsDir, rs: rs}
-	t.Cleanup(func() { s.removeAllPods(t) })
-	return s
+	return startStandaloneOn(t, cp.nodeName, cp.manifestDir, "")
 }
 
 // checkControlPlaneRunsUnrestarted checks, in the runtime and in nodelet's pod status,

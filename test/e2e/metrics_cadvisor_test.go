@@ -3,12 +3,10 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +14,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
-
-	"github.com/nodelet/nodelet/pkg/cri"
 )
 
 // servingStandalone is a standalone nodelet that serves the kubelet API on loopback:
@@ -29,15 +25,8 @@ type servingStandalone struct {
 
 func startServingStandalone(t *testing.T) *servingStandalone {
 	t.Helper()
-	s := &servingStandalone{standalone: &standalone{node: "e2e-" + string(uuid.NewUUID())[:8], manifests: t.TempDir(), logsDir: t.TempDir()},
-		port: freePort(t), readOnlyPort: freePort(t)}
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	body := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: %s
-staticPodPath: %s
-cgroupRoot: /%s
-address: 127.0.0.1
+	port, readOnlyPort := freePort(t), freePort(t)
+	extra := fmt.Sprintf(`address: 127.0.0.1
 port: %d
 readOnlyPort: %d
 authentication:
@@ -47,19 +36,9 @@ authentication:
     enabled: false
 authorization:
   mode: AlwaysAllow
-`, s.logsDir, s.manifests, s.node, s.port, s.readOnlyPort)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	makeCgroupRoot(t, s.node)
-	s.nodelet = startNodelet(t, "--config="+cfg, "--hostname-override="+s.node)
-	rs, err := cri.NewRemoteRuntimeService(context.Background(), nodeletEndpoint(t), 3*time.Second, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.rs = rs
-	t.Cleanup(func() { s.removeAllPods(t) })
-	return s
+`, port, readOnlyPort)
+	s := startStandaloneOn(t, "e2e-"+string(uuid.NewUUID())[:8], t.TempDir(), extra)
+	return &servingStandalone{standalone: s, port: port, readOnlyPort: readOnlyPort}
 }
 
 // sample is one line of Prometheus's text format.

@@ -37,9 +37,16 @@ type standalone struct {
 
 func startStandalone(t *testing.T) *standalone {
 	t.Helper()
-	s := &standalone{node: "e2e-" + string(uuid.NewUUID())[:8], manifests: t.TempDir(), logsDir: t.TempDir()}
+	return startStandaloneOn(t, "e2e-"+string(uuid.NewUUID())[:8], t.TempDir(), "")
+}
+
+// startStandaloneOn starts nodelet as node, with manifests as its static pod directory and
+// extra appended to its KubeletConfiguration; the test's end stops it and removes its pods.
+func startStandaloneOn(t *testing.T, node, manifests, extra string) *standalone {
+	t.Helper()
+	s := &standalone{node: node, manifests: manifests, logsDir: t.TempDir()}
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\nstaticPodPath: %s\ncgroupRoot: /%s\n", s.logsDir, s.manifests, s.node)
+	body := fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\nstaticPodPath: %s\ncgroupRoot: /%s\n%s", s.logsDir, s.manifests, s.node, extra)
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
