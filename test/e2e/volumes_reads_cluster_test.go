@@ -51,38 +51,51 @@ func TestClusterVolumesReadOnceBeforeStart(t *testing.T) {
 		"/namespaces/" + c.namespace + "/persistentvolumeclaims/data",
 		"/persistentvolumes/" + c.name + "-data",
 	}
-	beforeSandbox, untilReady, found := countAPIReads(c.out.String(), `pod="`+c.namespace+`/reads"`, objects)
-	if !found {
+	reads := countAPIReads(c.out.String(), `pod="`+c.namespace+`/reads"`, objects)
+	if !reads.sandboxCreated {
 		t.Fatal("no \"Created PodSandbox for pod\" line for the pod in nodelet's output")
 	}
+	t.Logf("pod Ready %v after create, after %d runtime syncs", took, reads.syncs)
 	for _, o := range objects {
-		t.Logf("GET %s: %d before the sandbox was created, %d until the pod was Ready (%v after create)", o, beforeSandbox[o], untilReady[o], took)
-		if beforeSandbox[o] != 1 {
-			t.Errorf("GET %s %d times before the sandbox was created, want once", o, beforeSandbox[o])
+		t.Logf("GET %s: %d before the sandbox was created, %d until the pod was Ready", o, reads.beforeSandbox[o], reads.all[o])
+		if reads.beforeSandbox[o] != 1 {
+			t.Errorf("GET %s %d times before the sandbox was created, want once", o, reads.beforeSandbox[o])
 		}
 	}
 }
 
-// countAPIReads counts nodelet's GET responses for each object path in its output: those
-// logged before the sandbox of the pod (named by podKV, as klog writes it) was created,
-// and all of them. found says whether the sandbox's creation was logged.
-func countAPIReads(out, podKV string, objects []string) (beforeSandbox, all map[string]int, found bool) {
-	beforeSandbox, all = map[string]int{}, map[string]int{}
+// apiReads are nodelet's GET responses per object path, those logged before the pod's
+// sandbox was created and all of them, and the runtime manager's syncs of the pod.
+type apiReads struct {
+	beforeSandbox, all map[string]int
+	sandboxCreated     bool
+	syncs              int
+}
+
+// countAPIReads counts, in nodelet's output, the GET responses for each object path and
+// the runtime syncs of the pod named by podKV (as klog writes it).
+func countAPIReads(out, podKV string, objects []string) apiReads {
+	r := apiReads{beforeSandbox: map[string]int{}, all: map[string]int{}}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, `"Created PodSandbox for pod"`) && strings.Contains(line, podKV) {
-			found = true
+		switch {
+		case strings.Contains(line, `"Created PodSandbox for pod"`) && strings.Contains(line, podKV):
+			r.sandboxCreated = true
+		case strings.Contains(line, `"computePodActions got for pod"`) && strings.Contains(line, podKV):
+			r.syncs++
+		case strings.Contains(line, `"Response" verb="GET"`):
+			r.countRead(line, objects)
 		}
-		if !strings.Contains(line, `"Response" verb="GET"`) {
-			continue
-		}
-		for _, o := range objects {
-			if strings.Contains(line, o+`"`) {
-				all[o]++
-				if !found {
-					beforeSandbox[o]++
-				}
+	}
+	return r
+}
+
+func (r *apiReads) countRead(line string, objects []string) {
+	for _, o := range objects {
+		if strings.Contains(line, o+`"`) {
+			r.all[o]++
+			if !r.sandboxCreated {
+				r.beforeSandbox[o]++
 			}
 		}
 	}
-	return beforeSandbox, all, found
 }
