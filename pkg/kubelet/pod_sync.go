@@ -47,6 +47,8 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		return false, nil, fmt.Errorf("failed to ensure that the pod: %v cgroups exist and are correctly applied: %w", pod.UID, err)
 	}
 	k.syncMirrorPod(ctx, pod)
+	// Volumes are set up here, on every sync, before the runtime manager (which only mounts
+	// them) may start anything: upstream's WaitForAttachAndMount.
 	endVolumes := podstartup.FromContext(ctx).Begin(podstartup.Volumes)
 	err := k.deps.Volumes.SetUpPod(ctx, pod)
 	endVolumes()

@@ -23,7 +23,6 @@ const (
 	eventSandboxChanged         = "SandboxChanged"
 	eventFailedCreatePodSandbox = "FailedCreatePodSandBox"
 	eventFailedStatusPodSandbox = "FailedPodSandBoxStatus"
-	eventFailedMountVolume      = "FailedMount"
 	eventLifecycleHTTPFallback  = "LifecycleHTTPFallback"
 )
 

@@ -43,12 +43,10 @@ const (
 // ErrVersionNotSupported is returned when the runtime speaks another CRI version.
 var ErrVersionNotSupported = errors.New("runtime api version is not supported")
 
-// VolumeManager prepares a pod's volumes and says where they are mounted
-// (implemented by *volumes.Manager).
+// VolumeManager says where a pod's volumes are mounted (implemented by *volumes.Manager).
+// The kubelet sets the volumes up before it calls SyncPod, as upstream's waits for its
+// volume manager: the runtime manager only mounts them into containers.
 type VolumeManager interface {
-	// SetUpPod makes every volume of pod ready on the host; it is called before any
-	// container of the pod starts and must be idempotent.
-	SetUpPod(ctx context.Context, pod *v1.Pod) error
 	// MountsFor returns the CRI mounts of container c; env is its environment, for
 	// subPathExpr.
 	MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
@@ -80,7 +78,7 @@ type Options struct {
 	Recorder record.EventRecorder
 	// LivenessManager and StartupManager hold probe results; nil means empty managers.
 	LivenessManager, StartupManager results.Manager
-	// Volumes may be nil: pods then get no volume mounts, and pods with volumes fail to start.
+	// Volumes may be nil: pods with volumes then fail to start.
 	Volumes VolumeManager
 	// DNS may be nil (sandboxes then get no DNS config).
 	DNS criconfig.DNSConfigurer

@@ -51,7 +51,7 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 	m.pruneInitContainersBeforeStart(ctx, pod, podStatus)
 	traceInitContainers(ctx, pod, podStatus)
 
-	if hasWorkToStart(changes) && !m.setUpVolumes(ctx, pod, &result) {
+	if hasWorkToStart(changes) && !m.canMountVolumes(pod, &result) {
 		return result
 	}
 
@@ -129,22 +129,15 @@ func hasWorkToStart(c podActions) bool {
 	return c.CreateSandbox || len(c.InitContainersToStart)+len(c.ContainersToStart)+len(c.EphemeralContainersToStart) > 0
 }
 
-// setUpVolumes makes the pod's volumes ready before anything of it starts (upstream's
-// kubelet waits for volumes before calling SyncPod). It returns false on failure.
-func (m *Manager) setUpVolumes(ctx context.Context, pod *v1.Pod, result *container.PodSyncResult) bool {
-	var err error
-	switch {
-	case m.volumes != nil:
-		err = m.volumes.SetUpPod(ctx, pod)
-	case len(pod.Spec.Volumes) > 0:
-		err = errors.New("the pod has volumes but nodelet's runtime manager has no volume manager")
+// canMountVolumes refuses to start a pod with volumes when there is no volume manager to
+// mount them: its containers would run without them. Setting the volumes up is the
+// kubelet's, before SyncPod.
+func (m *Manager) canMountVolumes(pod *v1.Pod, result *container.PodSyncResult) bool {
+	if m.volumes != nil || len(pod.Spec.Volumes) == 0 {
+		return true
 	}
-	if err != nil {
-		m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedMountVolume, "Unable to attach or mount volumes: %v", err)
-		result.Fail(fmt.Errorf("unable to attach or mount volumes for pod %q: %w", podFullName(pod), err))
-		return false
-	}
-	return true
+	result.Fail(fmt.Errorf("pod %q has volumes but nodelet's runtime manager has no volume manager", podFullName(pod)))
+	return false
 }
 
 // createSandboxForSync runs step 4: a new sandbox and its IPs; ok=false when SyncPod must stop.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -216,6 +217,39 @@ func TestSyncPodVolumesWithoutManagerFail(t *testing.T) {
 	}
 	if len(env.rt.Sandboxes) != 0 {
 		t.Error("sandbox created for a pod whose volumes failed")
+	}
+}
+
+// mountOnlyVolumes is a volume manager that only says where volumes are: setting them up
+// is the kubelet's, before SyncPod. It records the containers it was asked about.
+type mountOnlyVolumes struct {
+	dir     string
+	mounted []string
+}
+
+func (v *mountOnlyVolumes) MountsFor(_ *v1.Pod, c *v1.Container, _ map[string]string) ([]*runtimeapi.Mount, error) {
+	v.mounted = append(v.mounted, c.Name)
+	return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: filepath.Join(v.dir, "data")}}, nil
+}
+
+func (v *mountOnlyVolumes) PodDir(uid types.UID) string { return filepath.Join(v.dir, string(uid)) }
+
+func TestSyncPodMountsVolumesWithoutSettingThemUp(t *testing.T) {
+	vols := &mountOnlyVolumes{dir: t.TempDir()}
+	env := newTestEnv(t, func(o *Options) { o.Volumes = vols })
+	app := ctr("app")
+	app.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod := newPod("vols", app)
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	r := syncPod(t, env, pod, nil)
+	if err := r.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := startedNames(r); len(got) != 1 || got[0] != "app" {
+		t.Errorf("started %v, want app", got)
+	}
+	if len(vols.mounted) != 1 || vols.mounted[0] != "app" {
+		t.Errorf("mounts asked for %v, want app's", vols.mounted)
 	}
 }
 

@@ -30,9 +30,11 @@ import (
 
 const busybox = "docker.io/library/busybox:1.36"
 
-// rig is a runtime manager on the real containerd, with its own directories.
+// rig is a runtime manager on the real containerd, with its own directories. Its pods are
+// synced by syncPod, which sets their volumes up first, as the kubelet does.
 type rig struct {
 	m        *kuberuntime.Manager
+	volumes  *volumes.Manager
 	rs       internalapi.RuntimeService
 	recorder *record.FakeRecorder
 	logsDir  string
@@ -50,12 +52,12 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	r := &rig{rs: rs, recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
+	r := &rig{rs: rs, volumes: volumes.NewManager(root), recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
 	r.m, err = kuberuntime.NewManager(ctx, kuberuntime.Options{
 		RuntimeService:      rs,
 		ImageService:        is,
 		Recorder:            r.recorder,
-		Volumes:             volumes.NewManager(root),
+		Volumes:             r.volumes,
 		RootDir:             root,
 		PodLogsDir:          r.logsDir,
 		LegacyLogSymlinkDir: t.TempDir(),
@@ -108,6 +110,18 @@ func (r *rig) status(t *testing.T, pod *v1.Pod) *container.PodStatus {
 	return s
 }
 
+// syncPod is one pod sync as the kubelet does it: the pod's volumes are set up, then the
+// runtime manager (which only mounts them) syncs the pod. A volume failure fails the sync.
+func (r *rig) syncPod(pod *v1.Pod, s *container.PodStatus, backOff *flowcontrol.Backoff) container.PodSyncResult {
+	ctx := context.Background()
+	if err := r.volumes.SetUpPod(ctx, pod); err != nil {
+		var result container.PodSyncResult
+		result.Fail(fmt.Errorf("unable to attach or mount volumes for pod %q: %w", pod.Namespace+"/"+pod.Name, err))
+		return result
+	}
+	return r.m.SyncPod(ctx, pod, s, nil, backOff)
+}
+
 // syncUntil runs SyncPod the way a pod worker does (fresh status, sync, again) until done
 // says the pod is where the test wants it, and returns every sync result seen.
 func (r *rig) syncUntil(t *testing.T, pod *v1.Pod, backOff *flowcontrol.Backoff, timeout time.Duration, done func(*container.PodStatus) bool) []container.PodSyncResult {
@@ -122,7 +136,7 @@ func (r *rig) syncUntil(t *testing.T, pod *v1.Pod, backOff *flowcontrol.Backoff,
 		if time.Now().After(deadline) {
 			t.Fatalf("pod not in the wanted state after %v; last results: %v; statuses: %s", timeout, lastErr(results), describe(s))
 		}
-		results = append(results, r.m.SyncPod(context.Background(), pod, s, nil, backOff))
+		results = append(results, r.syncPod(pod, s, backOff))
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -244,7 +258,7 @@ func TestOnFailureRestartsFailedContainerWithGrowingBackOff(t *testing.T) {
 	for r.status(t, pod).FindContainerStatusByName("c0").State != container.ContainerStateExited && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	res := r.m.SyncPod(context.Background(), pod, r.status(t, pod), nil, backOff)
+	res := r.syncPod(pod, r.status(t, pod), backOff)
 	backOffSeen := false
 	for _, sr := range res.SyncResults {
 		if errors.Is(sr.Error, container.ErrCrashLoopBackOff) {
@@ -265,7 +279,7 @@ func TestNeverRestartsNothing(t *testing.T) {
 		return c0 != nil && c1 != nil && c0.State == container.ContainerStateExited && c1.State == container.ContainerStateExited
 	})
 	for i := 0; i < 5; i++ {
-		r.m.SyncPod(context.Background(), pod, r.status(t, pod), nil, defaultBackOff())
+		r.syncPod(pod, r.status(t, pod), defaultBackOff())
 		time.Sleep(100 * time.Millisecond)
 	}
 	s := r.status(t, pod)
@@ -384,7 +398,7 @@ func TestAbsentImageWithNeverFailsWithErrImageNeverPull(t *testing.T) {
 	pod.Spec.Containers[0].Image = "example.invalid/nothing:1.0"
 	pod.Spec.Containers[0].ImagePullPolicy = v1.PullNever
 	r.track(t, pod)
-	res := r.m.SyncPod(context.Background(), pod, r.status(t, pod), nil, defaultBackOff())
+	res := r.syncPod(pod, r.status(t, pod), defaultBackOff())
 	found := false
 	for _, sr := range res.SyncResults {
 		if sr.Action == container.StartContainer && errors.Is(sr.Error, images.ErrImageNeverPull) {

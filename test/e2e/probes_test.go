@@ -67,11 +67,11 @@ func newProbeRig(t *testing.T) *probeRig {
 		livenessFailures: map[string]int{},
 	}
 	root := t.TempDir()
-	pr.rig = &rig{rs: rs, recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
+	pr.rig = &rig{rs: rs, volumes: volumes.NewManager(root), recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
 	pr.m, err = kuberuntime.NewManager(ctx, kuberuntime.Options{
 		RuntimeService: rs, ImageService: is, Recorder: pr.recorder,
 		LivenessManager: pr.liveness, StartupManager: pr.startup,
-		Volumes: volumes.NewManager(root), RootDir: root, PodLogsDir: pr.logsDir,
+		Volumes: pr.volumes, RootDir: root, PodLogsDir: pr.logsDir,
 		LegacyLogSymlinkDir: t.TempDir(), NodeName: "e2e-node", CPUCFSQuota: true,
 		ImageOptions: images.Options{SerializeImagePulls: true},
 	})

@@ -152,7 +152,7 @@ func TestCrashLoopBackOffStatus(t *testing.T) {
 	})
 	ps := r.status(t, pod)
 	// One more sync hits the back-off.
-	result := r.m.SyncPod(context.Background(), pod, ps, nil, backOff)
+	result := r.syncPod(pod, ps, backOff)
 	reasons.Update(pod.UID, result)
 	got := status.GenerateAPIPodStatus(pod, ps, v1.PodStatus{}, status.GenerateOptions{
 		BackOffReasons: func(name string) (string, string, bool) { return reasons.Get(pod.UID, name) },
@@ -178,7 +178,7 @@ func TestImagePullFailureStatus(t *testing.T) {
 	r.track(t, pod)
 	reasons := status.NewReasonCache()
 	ps := r.status(t, pod)
-	reasons.Update(pod.UID, r.m.SyncPod(context.Background(), pod, ps, nil, defaultBackOff()))
+	reasons.Update(pod.UID, r.syncPod(pod, ps, defaultBackOff()))
 	got := status.GenerateAPIPodStatus(pod, r.status(t, pod), v1.PodStatus{}, status.GenerateOptions{
 		BackOffReasons: func(name string) (string, string, bool) { return reasons.Get(pod.UID, name) },
 	})

@@ -65,10 +65,10 @@ func newUsernsRig(t *testing.T) *usernsRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.rig = &rig{rs: rs, recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
+	u.rig = &rig{rs: rs, volumes: volumes.NewManager(root), recorder: record.NewFakeRecorder(1000), logsDir: t.TempDir()}
 	u.m, err = kuberuntime.NewManager(ctx, kuberuntime.Options{
 		RuntimeService: rs, ImageService: is, Recorder: u.recorder,
-		Volumes: volumes.NewManager(root), UserNamespaces: u.users,
+		Volumes: u.volumes, UserNamespaces: u.users,
 		RootDir: root, PodLogsDir: u.logsDir, LegacyLogSymlinkDir: t.TempDir(),
 		NodeName: "e2e-node", ImageOptions: images.Options{SerializeImagePulls: true},
 	})
@@ -160,7 +160,7 @@ func TestUserNamespacePodMapsToItsOwnIDs(t *testing.T) {
 		t.Errorf("after a restart the pod maps to %d (%v), want %d", got, ok, first)
 	}
 	before := u.status(t, pod).FindContainerStatusByName("c0").ID
-	if res := u.m.SyncPod(context.Background(), pod, u.status(t, pod), nil, defaultBackOff()); res.Error() != nil {
+	if res := u.syncPod(pod, u.status(t, pod), defaultBackOff()); res.Error() != nil {
 		err := res.Error()
 		t.Fatalf("resync: %v", err)
 	}
@@ -205,7 +205,7 @@ func TestUserNamespacePodRefusedWithoutRuntimeSupport(t *testing.T) {
 	pod := newPod("userns-refused", v1.RestartPolicyAlways, []string{"sleep", "3600"})
 	pod.Spec.HostUsers = ptr.To(false)
 	u.track(t, pod)
-	res := u.m.SyncPod(context.Background(), pod, u.status(t, pod), nil, defaultBackOff())
+	res := u.syncPod(pod, u.status(t, pod), defaultBackOff())
 	const reason = "can't set `spec.hostUsers: false`, runtime does not support user namespaces"
 	if err := res.Error(); err == nil || !strings.Contains(err.Error(), reason) {
 		t.Fatalf("SyncPod: %v, want a refusal saying %q", err, reason)

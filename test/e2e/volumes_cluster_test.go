@@ -217,12 +217,12 @@ func TestClusterVolumeFailures(t *testing.T) {
 	t.Logf("Ready %v after the config map was created", took)
 }
 
-func TestClusterLocalVolumeClaimKeepsData(t *testing.T) {
-	c := startClusterNode(t, clusterOptions{})
+// createLocalClaim creates a local persistent volume on dir, bound by name to a claim
+// of the test's namespace called claim (the volume is removed when the test ends).
+func (c *clusterNode) createLocalClaim(t *testing.T, claim, dir string) {
+	t.Helper()
 	ctx := context.Background()
-	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
-	data := t.TempDir()
-	pvName := c.name + "-data"
+	pvName := c.name + "-" + claim
 	class := "local-" + c.name
 	pv := &v1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
@@ -231,7 +231,7 @@ func TestClusterLocalVolumeClaimKeepsData(t *testing.T) {
 			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
 			StorageClassName:              class,
-			PersistentVolumeSource:        v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: data}},
+			PersistentVolumeSource:        v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}},
 			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
 				MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{c.name}}},
 			}}}},
@@ -242,7 +242,7 @@ func TestClusterLocalVolumeClaimKeepsData(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.admin.CoreV1().PersistentVolumes().Delete(ctx, pvName, metav1.DeleteOptions{}) })
 	pvc := &v1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: c.namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: c.namespace},
 		Spec: v1.PersistentVolumeClaimSpec{
 			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: &class, VolumeName: pvName,
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
@@ -251,6 +251,13 @@ func TestClusterLocalVolumeClaimKeepsData(t *testing.T) {
 	if _, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestClusterLocalVolumeClaimKeepsData(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createLocalClaim(t, "data", t.TempDir())
 	withClaim := func(name, script string) *v1.Pod {
 		pod := c.testPod(name, "sh", "-c", script)
 		pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}

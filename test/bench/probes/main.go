@@ -34,6 +34,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/images"
@@ -76,11 +77,12 @@ func main() {
 }
 
 type bench struct {
-	o   options
-	rs  internalapi.RuntimeService
-	m   *kuberuntime.Manager
-	pm  prober.Manager
-	reg *prometheus.Registry
+	o       options
+	rs      internalapi.RuntimeService
+	m       *kuberuntime.Manager
+	volumes *volumes.Manager
+	pm      prober.Manager
+	reg     *prometheus.Registry
 
 	mu       sync.Mutex
 	statuses map[types.UID]v1.PodStatus
@@ -148,9 +150,10 @@ func (b *bench) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.volumes = volumes.NewManager(root)
 	b.m, err = kuberuntime.NewManager(ctx, kuberuntime.Options{
 		RuntimeService: b.rs, ImageService: is, Recorder: record.NewFakeRecorder(10000),
-		Volumes: volumes.NewManager(root), RootDir: root, PodLogsDir: root + "/logs",
+		Volumes: b.volumes, RootDir: root, PodLogsDir: root + "/logs",
 		LegacyLogSymlinkDir: root + "/containers", NodeName: "bench",
 		CPUCFSQuota: true, ImageOptions: images.Options{SerializeImagePulls: true},
 	})
@@ -195,12 +198,21 @@ func (b *bench) startAll(ctx context.Context, pods []*v1.Pod) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if res := b.m.SyncPod(ctx, pod, ps, nil, backOff); res.Error() != nil {
-				fmt.Fprintf(os.Stderr, "SyncPod %s: %v (retrying)\n", pod.Name, res.Error())
+			if err := b.syncPod(ctx, pod, ps, backOff); err != nil {
+				fmt.Fprintf(os.Stderr, "SyncPod %s: %v (retrying)\n", pod.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// syncPod is one pod sync as the kubelet does it: volumes set up, then SyncPod.
+func (b *bench) syncPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus, backOff *flowcontrol.Backoff) error {
+	if err := b.volumes.SetUpPod(ctx, pod); err != nil {
+		return err
+	}
+	res := b.m.SyncPod(ctx, pod, ps, nil, backOff)
+	return res.Error()
 }
 
 // readStatus stores the pod's API status once: the containers run for the whole test.
