@@ -134,9 +134,9 @@ type containerToUpdate struct {
 	spec    *v1.Container
 	id      container.ContainerID
 	desired resourceAmounts
-	// current is what the runtime was last given, and applied the requirements recorded
-	// for it; shared by the container's memory and CPU updates, so that the CPU update
-	// carries the memory just applied.
+	// current is what the runtime was last given, applied the requirements recorded as
+	// actuated for it; both are shared by the container's memory and CPU updates, so that
+	// the CPU update carries the memory just applied.
 	current *resourceAmounts
 	applied *v1.ResourceRequirements
 }
