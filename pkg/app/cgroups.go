@@ -5,9 +5,11 @@ import (
 
 	"k8s.io/client-go/tools/record"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/userns"
 )
@@ -20,7 +22,6 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 	if err != nil {
 		return nil, err
 	}
-	memoryQoS, ok := cfg.FeatureGates["MemoryQoS"]
 	return cm.NewContainerManager(cm.Options{
 		CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, CgroupsPerQOS: *cfg.CgroupsPerQOS,
 		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,
@@ -28,10 +29,34 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 		KubeReserved:           node.KubeReserved, SystemReserved: node.SystemReserved,
 		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
 		PodPidsLimit: *cfg.PodPidsLimit, CPUCFSQuota: *cfg.CPUCFSQuota, CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration,
-		FailCgroupV1: *cfg.FailCgroupV1, MemoryQoS: !ok || memoryQoS,
+		FailCgroupV1: *cfg.FailCgroupV1, MemoryQoS: memoryQoSGate(cfg),
 		MemoryThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9),
 		Recorder:               recorder, NodeName: nodeName,
 	})
+}
+
+// memoryQoSGate is the MemoryQoS feature gate, beta and on by default.
+func memoryQoSGate(cfg *kubeletconfig.KubeletConfiguration) bool {
+	on, ok := cfg.FeatureGates["MemoryQoS"]
+	return !ok || on
+}
+
+// containerMemoryQoS is the containers' memory QoS: on cgroup v2 with the MemoryQoS gate,
+// memory.high below the node's allocatable memory (capacity less the kube and system
+// reservations, as upstream) for containers without a memory limit; nil otherwise.
+func containerMemoryQoS(cfg *kubeletconfig.KubeletConfiguration, host criconfig.Host, node nodestatus.Options, machineMemory int64) *criconfig.MemoryQoS {
+	if !host.CgroupV2 || !memoryQoSGate(cfg) {
+		return nil
+	}
+	allocatable := machineMemory - node.KubeReserved.Memory().Value() - node.SystemReserved.Memory().Value()
+	// memoryReservationPolicy is not implemented: None, as for the pod cgroups.
+	return &criconfig.MemoryQoS{ThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9), AllocatableMemory: max(allocatable, 0)}
+}
+
+// singleProcessOOMKill is the singleProcessOOMKill setting (cgroup v2; default false:
+// an OOM kills the whole container).
+func singleProcessOOMKill(cfg *kubeletconfig.KubeletConfiguration) bool {
+	return cfg.SingleProcessOOMKill != nil && *cfg.SingleProcessOOMKill
 }
 
 func derefFloat(p *float64, def float64) float64 {

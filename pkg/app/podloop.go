@@ -27,6 +27,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/dns"
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/imagegc"
@@ -95,6 +96,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
+	host := criconfig.DetectHost(cgroups.CgroupV2())
 	proxy := &podStateProxy{}
 	usernsManager, err := newUserNamespaces(opts, rs)
 	if err != nil {
@@ -115,6 +117,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
 		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: machineMemory(),
 		EnvSources: cl.envSources(), PodResizer: cgroups,
+		Host: host, SingleProcessOOMKill: singleProcessOOMKill(cfg),
+		MemoryQoS: containerMemoryQoS(cfg, host, nodeOpts, machineMemory()),
 		ImageOptions: images.Options{
 			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),

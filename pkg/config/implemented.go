@@ -35,6 +35,7 @@ var implementedFields = map[string]bool{
 	"kubeReservedCgroup":                        true,
 	"systemReservedCgroup":                      true,
 	"memoryThrottlingFactor":                    true,
+	"singleProcessOOMKill":                      true,
 	"podPidsLimit":                              true,
 	"evictionHard":                              true,
 	"evictionSoft":                              true,

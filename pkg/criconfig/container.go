@@ -11,8 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
-
-	"github.com/nodelet/nodelet/pkg/qos"
 )
 
 // ContainerOptions is what a container config needs beyond the pod and the
@@ -45,6 +43,10 @@ type ContainerOptions struct {
 	CPUCFSQuota       bool
 	CPUCFSQuotaPeriod time.Duration // 0 means 100ms
 	MachineMemory     int64         // bytes: for the OOM score and downward API defaults
+	// Host, SingleProcessOOMKill and MemoryQoS are as in ResourceOptions.
+	Host                 Host
+	SingleProcessOOMKill bool
+	MemoryQoS            *MemoryQoS
 
 	SeccompDefault bool // RuntimeDefault instead of Unconfined when no profile is set
 	// SeccompProfileRoot holds Localhost seccomp profiles; "" means
@@ -66,6 +68,14 @@ type ContainerOptions struct {
 	// EnableServiceLinks is the pod's spec.enableServiceLinks (default true):
 	// whether the services of its namespace become env vars.
 	EnableServiceLinks bool
+}
+
+// ResourceOptions are the options container resources are made with.
+func (o ContainerOptions) ResourceOptions() ResourceOptions {
+	return ResourceOptions{
+		CPUCFSQuota: o.CPUCFSQuota, CPUCFSQuotaPeriod: o.CPUCFSQuotaPeriod, MachineMemory: o.MachineMemory,
+		Host: o.Host, SingleProcessOOMKill: o.SingleProcessOOMKill, MemoryQoS: o.MemoryQoS,
+	}
 }
 
 func (o ContainerOptions) seccompProfileRoot() string {
@@ -159,8 +169,7 @@ func linuxContainerConfig(pod *v1.Pod, c *v1.Container, uid *int64, username str
 	if err != nil {
 		return nil, err
 	}
-	resources := containerResources(c, cfsQuota{enabled: opts.CPUCFSQuota, period: opts.CPUCFSQuotaPeriod})
-	resources.OomScoreAdj = int64(qos.OOMScoreAdj(pod, c, opts.MachineMemory))
+	resources := LinuxContainerResources(pod, c, opts.ResourceOptions())
 	return &runtimeapi.LinuxContainerConfig{Resources: resources, SecurityContext: sc}, nil
 }
 

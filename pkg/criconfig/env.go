@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/pkg/container"
@@ -302,7 +303,7 @@ func containerResourceValue(pod *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSe
 			return "", fmt.Errorf("container %s not found", fs.ContainerName)
 		}
 	}
-	res := withDefaultLimits(target.Resources, opts.MachineMemory)
+	res := withDefaultLimits(pod, target.Resources, opts.MachineMemory)
 	divisor := resource.MustParse("1")
 	if !fs.Divisor.IsZero() {
 		divisor = fs.Divisor
@@ -331,18 +332,29 @@ func ceilDiv(value, divisor float64) string {
 	return strconv.FormatInt(int64(math.Ceil(value/divisor)), 10)
 }
 
-// withDefaultLimits fills unset or zero CPU and memory limits with the
-// node's capacity, as upstream does with allocatable for the downward API.
-func withDefaultLimits(r v1.ResourceRequirements, machineMemory int64) v1.ResourceRequirements {
+// withDefaultLimits fills unset or zero CPU and memory limits with the pod's
+// (pod-level resources), else the node's capacity, as upstream does with
+// allocatable for the downward API.
+func withDefaultLimits(pod *v1.Pod, r v1.ResourceRequirements, machineMemory int64) v1.ResourceRequirements {
+	defaults := v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI)}
+	if machineMemory > 0 {
+		defaults[v1.ResourceMemory] = *resource.NewQuantity(machineMemory, resource.BinarySI)
+	}
+	if resourcehelper.IsPodLevelLimitsSet(pod) {
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			if q := pod.Spec.Resources.Limits[name]; !q.IsZero() {
+				defaults[name] = q.DeepCopy()
+			}
+		}
+	}
 	out := *r.DeepCopy()
 	if out.Limits == nil {
 		out.Limits = v1.ResourceList{}
 	}
-	if q, ok := out.Limits[v1.ResourceCPU]; !ok || q.IsZero() {
-		out.Limits[v1.ResourceCPU] = *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI)
-	}
-	if q, ok := out.Limits[v1.ResourceMemory]; (!ok || q.IsZero()) && machineMemory > 0 {
-		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(machineMemory, resource.BinarySI)
+	for name, q := range defaults {
+		if limit, ok := out.Limits[name]; !ok || limit.IsZero() {
+			out.Limits[name] = q
+		}
 	}
 	return out
 }

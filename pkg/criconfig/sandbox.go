@@ -156,13 +156,13 @@ func sandboxLinuxConfig(pod *v1.Pod, opts SandboxOptions) (*runtimeapi.LinuxPodS
 		return nil, err
 	}
 	sc.NamespaceOptions.UsernsOptions = opts.UserNamespace
-	quota := cfsQuota{enabled: opts.CPUCFSQuota, period: opts.CPUCFSQuotaPeriod}
+	resources := ResourceOptions{CPUCFSQuota: opts.CPUCFSQuota, CPUCFSQuotaPeriod: opts.CPUCFSQuotaPeriod}
 	lc := &runtimeapi.LinuxPodSandboxConfig{
 		CgroupParent:    opts.CgroupParent,
 		SecurityContext: sc,
 		Sysctls:         map[string]string{},
-		Resources:       sandboxResources(pod, quota),
-		Overhead:        overheadResources(pod, quota),
+		Resources:       sandboxResources(pod, resources),
+		Overhead:        overheadResources(pod, resources),
 	}
 	if ps := pod.Spec.SecurityContext; ps != nil {
 		for _, s := range ps.Sysctls {

@@ -110,6 +110,13 @@ type Options struct {
 	// PodResizer resizes pod cgroups around in-place container resizes (the container
 	// manager); nil updates the containers only.
 	PodResizer PodResizer
+
+	// Host, SingleProcessOOMKill and MemoryQoS shape container resources with
+	// CPUCFSQuota, CPUCFSQuotaPeriod and MachineMemory, as in criconfig.ResourceOptions;
+	// the zero Host is a cgroup v1 host without huge pages or swap accounting.
+	Host                 criconfig.Host
+	SingleProcessOOMKill bool
+	MemoryQoS            *criconfig.MemoryQoS
 }
 
 // Manager is the runtime manager. It implements container.Runtime,

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -16,7 +15,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
-	"github.com/nodelet/nodelet/pkg/qos"
 )
 
 // In-place resize (upstream's computePodResizeAction and doPodResizeAction). The pod given
@@ -35,41 +33,88 @@ type PodResizer interface {
 	ResizePod(pod *v1.Pod, updateContainers func(v1.ResourceName) error) error
 }
 
-// defaultCFSQuotaPeriod is the CFS period when cpuCFSQuotaPeriod is unset.
-const defaultCFSQuotaPeriod = 100 * time.Millisecond
-
 // resourceAmounts are a container's resizable resources: bytes and milli-CPUs.
 type resourceAmounts struct {
 	memoryLimit, memoryRequest, cpuLimit, cpuRequest int64
 }
 
-// amountsOf reads requirements; a missing CPU request is the limit, as the API server's
-// defaulting and container creation make it.
-func amountsOf(r *v1.ResourceRequirements) resourceAmounts {
-	if r == nil {
-		return resourceAmounts{}
+// amountsOf reads a container's requirements r as they apply: its requests, and its
+// limits or, where it has none, those of its pod (podLevel; upstream's
+// containerResourcesFromRequirements). A pod-level limit that changes thus resizes the
+// containers that inherit it.
+func amountsOf(podLevel, r *v1.ResourceRequirements) resourceAmounts {
+	limits := effectiveLimits(podLevel, r)
+	return resourceAmounts{
+		memoryLimit: limits.Memory().Value(), memoryRequest: r.Requests.Memory().Value(),
+		cpuLimit: limits.Cpu().MilliValue(), cpuRequest: r.Requests.Cpu().MilliValue(),
 	}
-	a := resourceAmounts{
-		memoryLimit: r.Limits.Memory().Value(), memoryRequest: r.Requests.Memory().Value(),
-		cpuLimit: r.Limits.Cpu().MilliValue(), cpuRequest: r.Requests.Cpu().MilliValue(),
-	}
-	if _, ok := r.Requests[v1.ResourceCPU]; !ok {
-		a.cpuRequest = a.cpuLimit
-	}
-	return a
 }
 
-// requirements are the amounts as resource lists, as the actuated store records them.
-func (a resourceAmounts) requirements() v1.ResourceRequirements {
-	return v1.ResourceRequirements{
-		Limits: v1.ResourceList{
-			v1.ResourceCPU:    *resource.NewMilliQuantity(a.cpuLimit, resource.DecimalSI),
-			v1.ResourceMemory: *resource.NewQuantity(a.memoryLimit, resource.BinarySI),
-		},
-		Requests: v1.ResourceList{
-			v1.ResourceCPU:    *resource.NewMilliQuantity(a.cpuRequest, resource.DecimalSI),
-			v1.ResourceMemory: *resource.NewQuantity(a.memoryRequest, resource.BinarySI),
-		},
+// sameAs reports whether a and b agree on one resource.
+func (a resourceAmounts) sameAs(b resourceAmounts, name v1.ResourceName) bool {
+	if name == v1.ResourceMemory {
+		return a.memoryLimit == b.memoryLimit && a.memoryRequest == b.memoryRequest
+	}
+	return a.cpuLimit == b.cpuLimit && a.cpuRequest == b.cpuRequest
+}
+
+// take copies one resource's amounts from b.
+func (a *resourceAmounts) take(b resourceAmounts, name v1.ResourceName) {
+	if name == v1.ResourceMemory {
+		a.memoryLimit, a.memoryRequest = b.memoryLimit, b.memoryRequest
+		return
+	}
+	a.cpuLimit, a.cpuRequest = b.cpuLimit, b.cpuRequest
+}
+
+// effectiveLimits are a container's limits, with its pod's CPU and memory limits where
+// it has none (upstream's GetLimits).
+func effectiveLimits(podLevel, r *v1.ResourceRequirements) v1.ResourceList {
+	inherited := v1.ResourceList{}
+	if podLevel != nil {
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			own, pods := r.Limits[name], podLevel.Limits[name]
+			if own.IsZero() && !pods.IsZero() {
+				inherited[name] = pods.DeepCopy()
+			}
+		}
+	}
+	if len(inherited) == 0 {
+		return r.Limits
+	}
+	limits := r.Limits.DeepCopy()
+	if limits == nil {
+		limits = v1.ResourceList{}
+	}
+	maps.Copy(limits, inherited)
+	return limits
+}
+
+// actuatedRequirements are what the actuated store records for a container started or
+// updated with requirements r: its requests and its effective limits, as upstream records
+// them, so that either kubelet reads the other's record alike.
+func actuatedRequirements(podLevel *v1.ResourceRequirements, r v1.ResourceRequirements) v1.ResourceRequirements {
+	r.Limits = effectiveLimits(podLevel, &r)
+	return r
+}
+
+// withResource returns base with the request and limit of one resource taken from from.
+func withResource(base, from v1.ResourceRequirements, name v1.ResourceName) v1.ResourceRequirements {
+	out := *base.DeepCopy()
+	setEntry(&out.Requests, from.Requests, name)
+	setEntry(&out.Limits, from.Limits, name)
+	return out
+}
+
+func setEntry(dst *v1.ResourceList, src v1.ResourceList, name v1.ResourceName) {
+	q, ok := src[name]
+	switch {
+	case ok && *dst == nil:
+		*dst = v1.ResourceList{name: q.DeepCopy()}
+	case ok:
+		(*dst)[name] = q.DeepCopy()
+	default:
+		delete(*dst, name)
 	}
 }
 
@@ -89,9 +134,11 @@ type containerToUpdate struct {
 	spec    *v1.Container
 	id      container.ContainerID
 	desired resourceAmounts
-	// current is what the runtime was last given; shared by the container's memory and
-	// CPU updates, so that the CPU update carries the memory just applied.
+	// current is what the runtime was last given, applied the requirements recorded as
+	// actuated for it; both are shared by the container's memory and CPU updates, so that
+	// the CPU update carries the memory just applied.
 	current *resourceAmounts
+	applied *v1.ResourceRequirements
 }
 
 // addContainerToUpdate queues an update of one resource: decreases first, then increases,
@@ -126,7 +173,7 @@ func (m *Manager) computeResizeAction(pod *v1.Pod, spec *v1.Container, cs *conta
 		klog.V(4).InfoS("Missing actuated resource record", "pod", klog.KObj(pod), "container", spec.Name)
 		return true
 	}
-	desired, current := amountsOf(&spec.Resources), amountsOf(&actuated)
+	desired, current := amountsOf(pod.Spec.Resources, &spec.Resources), m.actuatedAmounts(pod.UID, &actuated)
 	if desired == current {
 		return true
 	}
@@ -141,7 +188,7 @@ func (m *Manager) computeResizeAction(pod *v1.Pod, spec *v1.Container, cs *conta
 		changes.UpdatePodResources = true
 		return false
 	}
-	u := containerToUpdate{spec: spec, id: cs.ID, desired: desired, current: &current}
+	u := containerToUpdate{spec: spec, id: cs.ID, desired: desired, current: &current, applied: &actuated}
 	if memoryChanged {
 		changes.addContainerToUpdate(v1.ResourceMemory, u, grows(desired.memoryLimit, current.memoryLimit, desired.memoryRequest, current.memoryRequest))
 	}
@@ -176,11 +223,18 @@ func (m *Manager) startsResized(pod *v1.Pod, containers []v1.Container, toStart 
 	for _, i := range toStart {
 		c := &containers[i]
 		actuated, ok := m.actuated.Container(pod.UID, c.Name)
-		if ok && amountsOf(&c.Resources) != amountsOf(&actuated) {
+		if ok && amountsOf(pod.Spec.Resources, &c.Resources) != m.actuatedAmounts(pod.UID, &actuated) {
 			return true
 		}
 	}
 	return false
+}
+
+// actuatedAmounts reads a container's actuated record with the pod-level resources last
+// applied.
+func (m *Manager) actuatedAmounts(uid types.UID, actuated *v1.ResourceRequirements) resourceAmounts {
+	podLevel, _ := m.actuated.PodLevel(uid)
+	return amountsOf(podLevel, actuated)
 }
 
 // podLevelResized reports pod-level resources that differ from those last applied.
@@ -203,7 +257,7 @@ func (m *Manager) initializeActuated(pod *v1.Pod) {
 
 // setActuated records the resources a container is created with.
 func (m *Manager) setActuated(pod *v1.Pod, c *v1.Container) {
-	if err := m.actuated.SetContainer(pod.UID, c.Name, c.Resources); err != nil {
+	if err := m.actuated.SetContainer(pod.UID, c.Name, actuatedRequirements(pod.Spec.Resources, c.Resources)); err != nil {
 		klog.ErrorS(err, "Failed to record the resources of a container", "pod", klog.KObj(pod), "container", c.Name)
 	}
 }
@@ -281,45 +335,44 @@ func (m *Manager) containerMemoryUsage(ctx context.Context, id string) (uint64, 
 // first failure stops, and the next sync goes on from there.
 func (m *Manager) updateContainers(ctx context.Context, pod *v1.Pod, name v1.ResourceName, updates []containerToUpdate) error {
 	for _, u := range updates {
-		next := *u.current
-		switch name {
-		case v1.ResourceMemory:
-			next.memoryLimit, next.memoryRequest = u.desired.memoryLimit, u.desired.memoryRequest
-		case v1.ResourceCPU:
-			next.cpuLimit, next.cpuRequest = u.desired.cpuLimit, u.desired.cpuRequest
-		}
-		if err := m.runtime.UpdateContainerResources(ctx, u.id.ID, m.containerResources(pod, u.spec, next)); err != nil {
+		linux := criconfig.LinuxContainerResources(pod, resizedContainer(u, name), m.resourceOptions())
+		if err := m.runtime.UpdateContainerResources(ctx, u.id.ID, &runtimeapi.ContainerResources{Linux: linux}); err != nil {
 			klog.ErrorS(err, "updateContainerResources failed", "container", u.spec.Name, "cID", u.id.ID,
 				"pod", klog.KObj(pod), "resourceName", name)
 			return err
 		}
-		*u.current = next
-		if err := m.actuated.SetContainer(pod.UID, u.spec.Name, next.requirements()); err != nil {
+		u.current.take(u.desired, name)
+		*u.applied = withResource(*u.applied, actuatedRequirements(pod.Spec.Resources, u.spec.Resources), name)
+		if err := m.actuated.SetContainer(pod.UID, u.spec.Name, *u.applied); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// containerResources are the CRI resources of container c with amounts a, converted as
-// container creation converts them (criconfig).
-func (m *Manager) containerResources(pod *v1.Pod, c *v1.Container, a resourceAmounts) *runtimeapi.ContainerResources {
-	resized := *c
-	resized.Resources = a.requirements()
-	linux := &runtimeapi.LinuxContainerResources{
-		CpuShares:          criconfig.MilliCPUToShares(a.cpuRequest),
-		MemoryLimitInBytes: a.memoryLimit,
-		OomScoreAdj:        int64(qos.OOMScoreAdj(pod, &resized, m.opts.MachineMemory)),
+// resizedContainer is the container as its update of one resource leaves it: its
+// allocated requirements, except for the other resource while that one still awaits its
+// own update, which keeps its applied requirements. Its CRI resources are then made as
+// for a container started with these requirements.
+func resizedContainer(u containerToUpdate, name v1.ResourceName) *v1.Container {
+	other := v1.ResourceCPU
+	if name == v1.ResourceCPU {
+		other = v1.ResourceMemory
 	}
-	if m.opts.CPUCFSQuota {
-		period := m.opts.CPUCFSQuotaPeriod
-		if period <= 0 {
-			period = defaultCFSQuotaPeriod
-		}
-		linux.CpuPeriod = int64(period / time.Microsecond)
-		linux.CpuQuota = criconfig.MilliCPUToQuota(a.cpuLimit, linux.CpuPeriod)
+	c := *u.spec
+	if !u.current.sameAs(u.desired, other) {
+		c.Resources = withResource(u.spec.Resources, *u.applied, other)
 	}
-	return &runtimeapi.ContainerResources{Linux: linux}
+	return &c
+}
+
+// resourceOptions are the options container resources are made with, at start
+// (containerConfig) as on resize.
+func (m *Manager) resourceOptions() criconfig.ResourceOptions {
+	return criconfig.ResourceOptions{
+		CPUCFSQuota: m.opts.CPUCFSQuota, CPUCFSQuotaPeriod: m.opts.CPUCFSQuotaPeriod, MachineMemory: m.opts.MachineMemory,
+		Host: m.opts.Host, SingleProcessOOMKill: m.opts.SingleProcessOOMKill, MemoryQoS: m.opts.MemoryQoS,
+	}
 }
 
 // IsPodResizeInProgress reports whether the allocated resources of pod differ from those
@@ -332,7 +385,7 @@ func (m *Manager) IsPodResizeInProgress(pod *v1.Pod, status *container.PodStatus
 			return false
 		}
 		actuated, ok := m.actuated.Container(pod.UID, c.Name)
-		return ok && amountsOf(&c.Resources) != amountsOf(&actuated)
+		return ok && amountsOf(pod.Spec.Resources, &c.Resources) != m.actuatedAmounts(pod.UID, &actuated)
 	}
 	if status != nil {
 		for i := range pod.Spec.Containers {

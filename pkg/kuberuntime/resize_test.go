@@ -2,10 +2,12 @@ package kuberuntime
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -333,4 +335,87 @@ func TestSyncPodResizesSidecarsAndPodLevelResources(t *testing.T) {
 	if env.m.IsPodResizeInProgress(resized, env.podStatus(t, p)) {
 		t.Fatal("pod-level resources not recorded as applied")
 	}
+}
+
+// A pod-level limit that changes resizes the containers that inherit it, and a resized
+// container gets the CRI resources a container started with its new resources gets.
+func TestSyncPodResizesPodLevelLimitsIntoContainers(t *testing.T) {
+	env, _, _, _ := resizeEnv(t, "250m 500m 64Mi 128Mi")
+	podLevel := requirements("1 2 256Mi 512Mi")
+	p := newPod("plr", withResources(ctr("limited"), "250m 500m 64Mi 128Mi"), withResources(ctr("free"), "- - - -"))
+	p.Spec.Resources = &podLevel
+	if r := syncPod(t, env, p, nil); r.Error() != nil {
+		t.Fatal(r.Error())
+	}
+	created := createdResources(t, env, p)
+	for name, want := range map[string]string{
+		"limited": "mem=134217728 quota=50000 shares=256",
+		// No limits of its own: the pod's, with shares from its CPU limit.
+		"free": "mem=536870912 quota=200000 shares=2048",
+	} {
+		if got := resourceString(created[name]); got != want {
+			t.Errorf("%s created with %s, want %s", name, got, want)
+		}
+	}
+	// Recorded as upstream records it: with the limits it inherits.
+	if got, _ := env.m.ActuatedContainerResources(p.UID, "free"); got.Limits.Cpu().String() != "2" || got.Limits.Memory().String() != "512Mi" || len(got.Requests) != 0 {
+		t.Fatalf("actuated resources of free: %+v", got)
+	}
+	env.rt.takeUpdates()
+	*env.rt.log = nil
+
+	resized := p.DeepCopy()
+	resized.Spec.Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("768Mi")}
+	if !env.m.IsPodResizeInProgress(resized, env.podStatus(t, p)) {
+		t.Fatal("want a resize in progress")
+	}
+	r := syncPod(t, env, resized, nil)
+	if rr := resizeResult(r); rr == nil || rr.Error != nil {
+		t.Fatalf("resize result %+v", rr)
+	}
+	if started := startedNames(r); len(started) != 0 {
+		t.Fatalf("an in-place resize started %v", started)
+	}
+	updates := env.rt.takeUpdates()
+	var got []string
+	for _, u := range updates {
+		got = append(got, resourceString(u.resources))
+	}
+	// Memory first, with the CPU it runs with; then CPU. The container with limits of its
+	// own is left alone.
+	want := []string{"mem=805306368 quota=200000 shares=2048", "mem=805306368 quota=300000 shares=3072"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("updates %q, want %q", got, want)
+	}
+	if env.m.IsPodResizeInProgress(resized, env.podStatus(t, resized)) {
+		t.Fatal("resize still in progress after it was applied")
+	}
+
+	// The same pod started afresh gets exactly what the resize gave.
+	fresh := resized.DeepCopy()
+	fresh.Name, fresh.UID = "fresh", "fresh-uid"
+	if r := syncPod(t, env, fresh, nil); r.Error() != nil {
+		t.Fatal(r.Error())
+	}
+	if c := createdResources(t, env, fresh)["free"]; !proto.Equal(c, updates[1].resources) {
+		t.Fatalf("started with\n%v\nresized to\n%v", c, updates[1].resources)
+	}
+}
+
+// createdResources are the CRI resources the pod's running containers were created with.
+func createdResources(t *testing.T, env *testEnv, pod *v1.Pod) map[string]*runtimeapi.LinuxContainerResources {
+	t.Helper()
+	out := map[string]*runtimeapi.LinuxContainerResources{}
+	env.rt.Lock()
+	defer env.rt.Unlock()
+	for _, c := range env.rt.Containers {
+		if c.Labels["io.kubernetes.pod.uid"] == string(pod.UID) && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			out[c.Metadata.Name] = c.LinuxResources
+		}
+	}
+	return out
+}
+
+func resourceString(r *runtimeapi.LinuxContainerResources) string {
+	return fmt.Sprintf("mem=%d quota=%d shares=%d", r.GetMemoryLimitInBytes(), r.GetCpuQuota(), r.GetCpuShares())
 }

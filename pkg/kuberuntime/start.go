@@ -111,6 +111,9 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		UserNamespace:      s.sandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(),
 		EnableServiceLinks: pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks,
 		EnvSources:         m.opts.EnvSources,
+
+		// Resources are made as on resize (resourceOptions).
+		Host: m.opts.Host, SingleProcessOOMKill: m.opts.SingleProcessOOMKill, MemoryQoS: m.opts.MemoryQoS,
 	}
 	if opts.Mounts, err = m.mounts(ctx, pod, c, opts); err != nil {
 		return nil, nil, err.Error(), err

@@ -5,6 +5,7 @@ package qos
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 )
@@ -19,67 +20,64 @@ func GetPodQOS(pod *v1.Pod) v1.PodQOSClass {
 	return ComputePodQOS(pod)
 }
 
-// ComputePodQOS computes the QoS class from CPU and memory alone:
-//   - BestEffort: no container requests or limits anything;
-//   - Guaranteed: every container limits both, and the pod's summed requests
-//     equal its summed limits;
+// ComputePodQOS computes the QoS class from CPU and memory alone, as upstream
+// v1.37 does (PodLevelResourcesFixKubeletQOSClass). Each set of requirements
+// has a class of its own:
+//   - BestEffort: no request or limit for either;
+//   - Guaranteed: both requested, each request equal to its limit;
 //   - Burstable: anything else.
 //
-// Pod-level resources, when set, replace the containers'. Like upstream it
-// expects defaulted pods (requests copied from limits when only limits are
-// given).
+// When the pod sets pod-level resources of a kind that pod-level resources
+// support (cpu, memory, hugepages-<size>), the pod's class is that of its
+// pod-level requirements; otherwise it is its containers' common class,
+// Burstable when they differ. Like upstream it expects defaulted pods
+// (requests copied from limits when only limits are given).
 func ComputePodQOS(pod *v1.Pod) v1.PodQOSClass {
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	if r := pod.Spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0) {
-		addQOSResources(requests, r.Requests)
-		if len(r.Limits) > 0 {
-			guaranteed = addQOSResources(limits, r.Limits)
-		}
-	} else {
-		// Ephemeral containers cannot set resources, so they do not count.
-		for _, c := range append(append([]v1.Container{}, pod.Spec.Containers...), pod.Spec.InitContainers...) {
-			addQOSResources(requests, c.Resources.Requests)
-			if !addQOSResources(limits, c.Resources.Limits) {
-				guaranteed = false
+	if resourcehelper.IsPodLevelResourcesSet(pod) {
+		return requirementsQOS(pod.Spec.Resources)
+	}
+	// Ephemeral containers cannot set resources, so they do not count.
+	var class v1.PodQOSClass
+	for _, containers := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range containers {
+			c := requirementsQOS(&containers[i].Resources)
+			switch {
+			case c == v1.PodQOSBurstable:
+				return c
+			case class == "":
+				class = c
+			case class != c:
+				return v1.PodQOSBurstable
 			}
 		}
 	}
-	if len(requests) == 0 && len(limits) == 0 {
+	if class == "" { // no containers
 		return v1.PodQOSBestEffort
 	}
-	if guaranteed && len(requests) == len(limits) && requestsMatchLimits(requests, limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
+	return class
 }
 
-// addQOSResources adds the positive CPU and memory quantities of list to sum
-// and reports whether list had both.
-func addQOSResources(sum, list v1.ResourceList) (hasCPUAndMemory bool) {
-	found := 0
-	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-		q, ok := list[name]
-		if !ok || q.Sign() <= 0 {
-			continue
-		}
-		found++
-		total := q.DeepCopy()
-		if prev, ok := sum[name]; ok {
-			total.Add(prev)
-		}
-		sum[name] = total
+// requirementsQOS is the class of one set of requirements: that of its CPU and
+// of its memory when they agree, Burstable otherwise.
+func requirementsQOS(r *v1.ResourceRequirements) v1.PodQOSClass {
+	cpu, memory := resourceQOS(r, v1.ResourceCPU), resourceQOS(r, v1.ResourceMemory)
+	if cpu != memory {
+		return v1.PodQOSBurstable
 	}
-	return found == 2
+	return cpu
 }
 
-func requestsMatchLimits(requests, limits v1.ResourceList) bool {
-	for name, req := range requests {
-		if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-			return false
-		}
+// resourceQOS classifies one resource: BestEffort when neither requested nor
+// limited, Guaranteed when requested at its limit, Burstable otherwise.
+func resourceQOS(r *v1.ResourceRequirements, name v1.ResourceName) v1.PodQOSClass {
+	request, limit := r.Requests[name], r.Limits[name]
+	switch {
+	case !request.Equal(limit):
+		return v1.PodQOSBurstable
+	case request.IsZero():
+		return v1.PodQOSBestEffort
 	}
-	return true
+	return v1.PodQOSGuaranteed
 }
 
 // OOM score adjustments (see https://lwn.net/Articles/391222/): lower is
@@ -91,16 +89,17 @@ const (
 	GuaranteedOOMScoreAdj = -997
 	// BestEffortOOMScoreAdj is for BestEffort pods: killed first.
 	BestEffortOOMScoreAdj = 1000
-
-	// defaultMemoryRequest is the memory the scheduler assumes for a
-	// container that requests none; upstream uses it for sidecars.
-	defaultMemoryRequest = 200 * 1024 * 1024
 )
 
 // OOMScoreAdj returns the OOM score adjustment for a container of the pod on
 // a node with memoryCapacity bytes. Burstable containers get
-// 1000 - 1000*request/capacity, kept within [2, 999] so that they always rank
-// between Guaranteed and BestEffort; 999 when the capacity is unknown.
+// 1000 - 1000*request/capacity, kept within [3, 999] so that they always rank
+// between Guaranteed and BestEffort; 999 when the capacity is unknown. With a
+// pod-level memory request, the part of it no container requests is shared
+// equally by all containers (init containers included) and added to each
+// one's request. A sidecar scores no higher than the regular container with
+// the smallest request, so that it is not killed before the containers it
+// serves.
 func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 	if isNodeCriticalPod(pod) {
 		return GuaranteedOOMScoreAdj
@@ -114,9 +113,11 @@ func OOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int {
 	if memoryCapacity <= 0 {
 		return BestEffortOOMScoreAdj - 1
 	}
-	adj := 1000 - (1000*c.Resources.Requests.Memory().Value())/memoryCapacity
-	if isSidecar(pod, c) {
-		adj = sidecarOOMScoreAdj(pod, c, memoryCapacity)
+	share := unrequestedPodMemoryShare(pod)
+	score := func(request int64) int64 { return 1000 - (1000*(request+share))/memoryCapacity }
+	adj := score(c.Resources.Requests.Memory().Value())
+	if isSidecar(pod, c) && len(pod.Spec.Containers) > 0 {
+		adj = min(adj, score(minRegularMemoryRequest(pod)))
 	}
 	return clampBurstable(int(adj))
 }
@@ -133,33 +134,36 @@ func clampBurstable(adj int) int {
 	return adj
 }
 
-// sidecarOOMScoreAdj scores a sidecar (a restartable init container) from the
-// smallest memory request among it and the regular containers, and one
-// point higher when the sidecar's own request is that smallest, so that the
-// sidecar is killed no later than the containers it serves.
-func sidecarOOMScoreAdj(pod *v1.Pod, c *v1.Container, memoryCapacity int64) int64 {
-	minRequest := memoryRequestOrDefault(c)
-	for i := range pod.Spec.Containers {
-		minRequest = min(minRequest, memoryRequestOrDefault(&pod.Spec.Containers[i]))
+// unrequestedPodMemoryShare is each container's share of the pod-level memory
+// request that its containers do not request themselves; 0 without a pod-level
+// memory request.
+func unrequestedPodMemoryShare(pod *v1.Pod) int64 {
+	if !resourcehelper.IsPodLevelRequestsSet(pod) || pod.Spec.Resources.Requests.Memory().IsZero() {
+		return 0
 	}
-	adj := 1000 - (1000*minRequest)/memoryCapacity
-	if minRequest <= c.Resources.Requests.Memory().Value() {
-		adj++
-	}
-	return adj
+	requested := resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{})
+	unrequested := max(pod.Spec.Resources.Requests.Memory().Value()-requested.Memory().Value(), 0)
+	return unrequested / int64(len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
 }
 
-func memoryRequestOrDefault(c *v1.Container) int64 {
-	if q, ok := c.Resources.Requests[v1.ResourceMemory]; ok {
-		return q.Value()
+// minRegularMemoryRequest is the smallest memory request of the pod's regular
+// containers (0 for one that requests none).
+func minRegularMemoryRequest(pod *v1.Pod) int64 {
+	smallest := pod.Spec.Containers[0].Resources.Requests.Memory().Value()
+	for i := range pod.Spec.Containers[1:] {
+		smallest = min(smallest, pod.Spec.Containers[i+1].Resources.Requests.Memory().Value())
 	}
-	return defaultMemoryRequest
+	return smallest
 }
 
+// isSidecar reports whether c is one of the pod's restartable init containers.
 func isSidecar(pod *v1.Pod, c *v1.Container) bool {
+	if c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+		return false
+	}
 	for _, ic := range pod.Spec.InitContainers {
 		if ic.Name == c.Name {
-			return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+			return true
 		}
 	}
 	return false

@@ -34,6 +34,11 @@ func podWith(rs ...v1.ResourceRequirements) *v1.Pod {
 	return pod
 }
 
+func withPodLevel(pod *v1.Pod, r v1.ResourceRequirements) *v1.Pod {
+	pod.Spec.Resources = &r
+	return pod
+}
+
 func TestComputePodQOS(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	tests := []struct {
@@ -59,12 +64,20 @@ func TestComputePodQOS(t *testing.T) {
 			p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: res("", "", "", ""), RestartPolicy: &always}}
 			return p
 		}(), v1.PodQOSBurstable},
-		{"pod-level resources win", func() *v1.Pod {
-			p := podWith(res("", "", "", ""))
-			r := res("1", "1Gi", "1", "1Gi")
-			p.Spec.Resources = &r
-			return p
-		}(), v1.PodQOSGuaranteed},
+		// Each container by itself: requests and limits are not summed across them.
+		{"crossed requests and limits", podWith(res("1", "1Gi", "2", "1Gi"), res("2", "1Gi", "1", "1Gi")), v1.PodQOSBurstable},
+		{"pod-level resources win", withPodLevel(podWith(res("", "", "", "")), res("1", "1Gi", "1", "1Gi")), v1.PodQOSGuaranteed},
+		{"pod-level over guaranteed containers", withPodLevel(podWith(res("1", "1Gi", "1", "1Gi")), res("1", "1Gi", "2", "2Gi")), v1.PodQOSBurstable},
+		{"pod-level CPU only", withPodLevel(podWith(res("1", "1Gi", "1", "1Gi")), res("1", "", "1", "")), v1.PodQOSBurstable},
+		// Huge pages are pod-level resources too: without CPU or memory the pod is
+		// BestEffort, whatever its containers ask.
+		{"pod-level huge pages only", withPodLevel(podWith(res("1", "1Gi", "1", "1Gi")), v1.ResourceRequirements{
+			Limits: v1.ResourceList{"hugepages-2Mi": resource.MustParse("4Mi")}}), v1.PodQOSBestEffort},
+		// PodLevelResourcesFixKubeletQOSClass: a pod-level resource that pod-level resources
+		// do not support leaves the class to the containers.
+		{"pod-level ephemeral storage only", withPodLevel(podWith(res("1", "1Gi", "1", "1Gi")), v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}), v1.PodQOSGuaranteed},
+		{"empty pod-level resources", withPodLevel(podWith(res("1", "1Gi", "1", "1Gi")), v1.ResourceRequirements{}), v1.PodQOSGuaranteed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,23 +138,72 @@ func TestOOMScoreAdj(t *testing.T) {
 	}
 }
 
+// Upstream's policy_test.go pods: 8e9 bytes of memory, containers requesting 1e9
+// (limit 1e9+1000), sidecars 4e8 and 4e9.
 func TestOOMScoreAdjSidecar(t *testing.T) {
-	const gi = int64(1) << 30
+	const capacity = 8000000000
 	always := v1.ContainerRestartPolicyAlways
-	pod := podWith(res("", "2Gi", "", ""))
+	pod := podWith(res("", "1000000000", "", "1000001000"))
 	pod.Spec.InitContainers = []v1.Container{
-		{Name: "small-sidecar", Resources: res("", "1Gi", "", ""), RestartPolicy: &always},
-		{Name: "big-sidecar", Resources: res("", "4Gi", "", ""), RestartPolicy: &always},
+		{Name: "small-sidecar", Resources: res("", "400000000", "", "1000001000"), RestartPolicy: &always},
+		{Name: "big-sidecar", Resources: res("", "4000000000", "", "1000001000"), RestartPolicy: &always},
+		{Name: "init", Resources: res("", "1000000000", "", "1000001000")},
 	}
-	// The smaller sidecar scores from its own request, plus one: killed before the app.
-	if got := OOMScoreAdj(pod, &pod.Spec.InitContainers[0], 8*gi); got != 876 {
-		t.Errorf("small sidecar: %d, want 876", got)
+	for _, tt := range []struct {
+		c    *v1.Container
+		want int
+	}{
+		// Its own request would score 950: it takes the regular container's 875.
+		{&pod.Spec.InitContainers[0], 875},
+		// Scored by its own, larger request.
+		{&pod.Spec.InitContainers[1], 500},
+		// An init container that is not a sidecar scores by its own request.
+		{&pod.Spec.InitContainers[2], 875},
+		{&pod.Spec.Containers[0], 875},
+	} {
+		if got := OOMScoreAdj(pod, tt.c, capacity); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.c.Name, got, tt.want)
+		}
 	}
-	// The bigger one is scored like the app's request, plus one.
-	if got := OOMScoreAdj(pod, &pod.Spec.InitContainers[1], 8*gi); got != 751 {
-		t.Errorf("big sidecar: %d, want 751", got)
+}
+
+// Pod-level memory requests: the part no container requests is shared by all of them
+// (upstream's policy_test.go pod-level cases, 4e9 bytes of memory).
+func TestOOMScoreAdjPodLevelResources(t *testing.T) {
+	const capacity = 4000000000
+	always := v1.ContainerRestartPolicyAlways
+	burstable := res("5m", "2000000000", "5m", "2000001000")
+	withSidecar := func(pod *v1.Pod, r v1.ResourceRequirements) *v1.Pod {
+		pod.Spec.InitContainers = []v1.Container{{Name: "sidecar", Resources: r, RestartPolicy: &always}}
+		return pod
 	}
-	if got := OOMScoreAdj(pod, &pod.Spec.Containers[0], 8*gi); got != 750 {
-		t.Errorf("app: %d, want 750", got)
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want map[string]int
+	}{
+		{"no container resources", withPodLevel(podWith(res("", "", "", ""), res("", "", "", "")), burstable),
+			map[string]int{"a": 750, "b": 750}},
+		{"containers request it all", withPodLevel(podWith(res("5m", "1000000000", "5m", "1000000000"), res("5m", "1000000000", "5m", "1000000000")), burstable),
+			map[string]int{"a": 750, "b": 750}},
+		{"unequal container requests", withPodLevel(podWith(res("3m", "1000000000", "5m", "1000001000"), res("", "", "", "")), burstable),
+			map[string]int{"a": 625, "b": 875}},
+		{"guaranteed at pod level", withPodLevel(podWith(res("3m", "1000000000", "5m", "1000001000"), res("", "", "", "")), res("5m", "2000000000", "5m", "2000000000")),
+			map[string]int{"a": -997, "b": -997}},
+		{"sidecar, no container resources", withSidecar(withPodLevel(podWith(res("", "", "", "")), burstable), res("", "", "", "")),
+			map[string]int{"a": 750, "sidecar": 750}},
+		{"sidecar, unequal requests", withSidecar(withPodLevel(podWith(res("5m", "1000000000", "5m", "2000001000"), res("5m", "500000000", "5m", "2000001000")),
+			res("5m", "2000000000", "5m", "2000001000")), res("5m", "200000000", "5m", "2000001000")),
+			map[string]int{"a": 725, "b": 850, "sidecar": 850}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			all := append(append([]v1.Container{}, tt.pod.Spec.Containers...), tt.pod.Spec.InitContainers...)
+			for i := range all {
+				if got, want := OOMScoreAdj(tt.pod, &all[i], capacity), tt.want[all[i].Name]; got != want {
+					t.Errorf("%s: %d, want %d", all[i].Name, got, want)
+				}
+			}
+		})
 	}
 }

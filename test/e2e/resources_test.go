@@ -109,6 +109,115 @@ func TestClusterQoSCgroups(t *testing.T) {
 	checkPodLevelResourcesStatus(t, c, unlimited)
 }
 
+// A pod with pod-level resources only (500m/1 CPU, 512Mi/1Gi) and two containers, one
+// with limits of its own and one without: the one without runs under the pod's limits,
+// with CPU shares from the pod's CPU limit, and keeps following them when they are
+// resized in place. The values are those upstream's kubelet v1.37.2 gives the same pod on
+// this cgroup v1 host (generateLinuxContainerResources: getCPULimit/getMemoryLimit,
+// NoSwap's memory+swap limit, the OOM score with the unrequested pod-level memory
+// request shared by the containers).
+func TestClusterPodLevelResources(t *testing.T) {
+	skipUnlessCgroupV1(t)
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	pod := c.testPod("pod-level")
+	pod.Spec.Resources = &v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	limited, free := pod.Spec.Containers[0], pod.Spec.Containers[0]
+	limited.Name, free.Name = "limited", "free"
+	limited.Resources = resources("100m", "200m", "32Mi", "64Mi")
+	pod.Spec.Containers = []v1.Container{limited, free}
+	c.createPod(t, pod)
+	eventually(t, 60*time.Second, "pod-level Ready", func() error { return c.podReady("pod-level") })
+	p, err := c.getPod("pod-level")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.QOSClass != v1.PodQOSBurstable {
+		t.Fatalf("QoS class %s, want Burstable", p.Status.QOSClass)
+	}
+	dirs := map[string]string{"pod": "kubepods/burstable/pod" + string(p.UID)}
+	for _, cs := range p.Status.ContainerStatuses {
+		_, id, _ := strings.Cut(cs.ContainerID, "://")
+		dirs[cs.Name] = filepath.Join(dirs["pod"], id)
+	}
+	// cpu.shares, cpu.cfs_quota_us, memory.limit_in_bytes, memory.memsw.limit_in_bytes.
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for name, w := range want {
+			dir := dirs[name]
+			got := strings.Join([]string{
+				c.cgroupValue(t, "cpu", dir, "cpu.shares"), c.cgroupValue(t, "cpu", dir, "cpu.cfs_quota_us"),
+				c.cgroupValue(t, "memory", dir, "memory.limit_in_bytes"), c.cgroupValue(t, "memory", dir, "memory.memsw.limit_in_bytes"),
+			}, " ")
+			if got != w {
+				t.Errorf("%s: %s: cpu.shares, cfs_quota_us, memory and memory+swap limits = %s, want %s", when, name, got, w)
+			}
+		}
+	}
+	unlimited := c.cgroupValue(t, "memory", "kubepods/besteffort", "memory.limit_in_bytes")
+	check("started", map[string]string{
+		"pod":     "512 100000 1073741824 " + unlimited,
+		"limited": "102 20000 67108864 67108864",
+		"free":    "1024 100000 1073741824 1073741824",
+	})
+	// Burstable containers' OOM score: 1000 − 1000 × (request + 240Mi) / memory, within
+	// [3, 999], 240Mi being each one's half of the 480Mi of the pod's request no container
+	// requests.
+	memory := meminfoBytes(t, "MemTotal:")
+	for name, request := range map[string]int64{"limited": 32 << 20, "free": 0} {
+		want := strconv.FormatInt(min(max(1000-1000*(request+240<<20)/memory, 3), 999), 10)
+		if got := c.containerOOMScoreAdj(t, dirs[name]); got != want {
+			t.Errorf("%s: oom_score_adj %s, want %s", name, got, want)
+		}
+	}
+
+	// The pod's CPU limit resized in place: the container without a limit follows it.
+	resized := p.DeepCopy()
+	resized.Spec.Resources.Limits[v1.ResourceCPU] = resource.MustParse("2")
+	if _, err := c.admin.CoreV1().Pods(c.namespace).UpdateResize(context.Background(), "pod-level", resized, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "pod-level resize applied", func() error {
+		got, err := c.getPod("pod-level")
+		switch {
+		case err != nil:
+			return err
+		case podCondition(got, v1.PodResizeInProgress) != nil || podCondition(got, v1.PodResizePending) != nil:
+			return fmt.Errorf("resize conditions: %+v", got.Status.Conditions)
+		case got.Status.ObservedGeneration < got.Generation:
+			return fmt.Errorf("observedGeneration %d < %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		if q := c.cgroupValue(t, "cpu", dirs["free"], "cpu.cfs_quota_us"); q != "200000" {
+			return fmt.Errorf("free: cpu.cfs_quota_us %s, want 200000", q)
+		}
+		return nil
+	})
+	// The shares are those a container started with the new limit gets: nodelet's start
+	// and resize share one conversion (upstream's resize path gives a container without a
+	// CPU request the minimum, 2, where its start gives 2048).
+	check("resized", map[string]string{
+		"pod":     "512 200000 1073741824 " + unlimited,
+		"limited": "102 20000 67108864 67108864",
+		"free":    "2048 200000 1073741824 1073741824",
+	})
+}
+
+// containerOOMScoreAdj reads the oom_score_adj of the first process in a container's
+// cgroup (dir, relative to the node's cgroup root).
+func (c *clusterNode) containerOOMScoreAdj(t *testing.T, dir string) string {
+	t.Helper()
+	procs := c.cgroupValue(t, "memory", dir, "cgroup.procs")
+	pid, _, _ := strings.Cut(procs, "\n")
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "oom_score_adj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // checkPodLevelResourcesStatus checks the pods' status.allocatedResources (their
 // requests) and status.resources (read back from their cgroups while Running) as the
 // API stores them, against what upstream's kubelet v1.37.2 writes for the same pods on
