@@ -205,7 +205,10 @@ func TestClusterSwitch(t *testing.T) {
 	}
 	c.writeManifest(t, "web.yaml", switchStaticPods(c.name)["web.yaml"])
 	endpoint := nodeletEndpoint(t)
+	// syncFrequency 10s: a configMap edit reaches a pod's volume at its next resync, under
+	// either kubelet; the default minute would make the test wait for it twice.
 	config := switchConfig(endpoint, c.name, c.manifests, logs, freePort(t), fmt.Sprintf(`port: %d
+syncFrequency: 10s
 authentication:
   x509:
     clientCAFile: %s
@@ -307,9 +310,9 @@ func (c *clusterNode) checkCarriesOn(t *testing.T, root, kind string, i int) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(root, "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "cfg", "a")
-	// Both kubelets resync a pod every minute (syncFrequency) and upstream's watches the
-	// configMap: allow a resync and a half.
-	took := eventually(t, 100*time.Second, kind+" updates the configMap volume", func() error {
+	// Both kubelets write a configMap edit at the pod's next resync (syncFrequency 10s,
+	// with jitter) and cache the object for a while: allow several resyncs.
+	took := eventually(t, 60*time.Second, kind+" updates the configMap volume", func() error {
 		b, err := os.ReadFile(file)
 		if err == nil && string(b) != value {
 			err = fmt.Errorf("%s reads %q, want %q", file, b, value)
