@@ -41,6 +41,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
 		return true, nil, nil
 	}
+	// Before its cgroup and directory exist, so housekeeping looks for them once the pod
+	// is gone.
+	k.housekeeper.noteSynced(pod.UID)
 	// The pod's cgroup first, with its limits: the sandbox is created inside it.
 	if err := k.deps.Cgroups.EnsurePod(pod); err != nil {
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodContainer", "unable to ensure pod container exists: %v", err)
