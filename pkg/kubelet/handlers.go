@@ -130,8 +130,8 @@ func (k *Kubelet) isAdmittedPodTerminal(pod *v1.Pod) bool {
 	if isTerminalPhase(pod.Status.Phase) {
 		return true
 	}
-	st, ok := k.deps.Status.GetPodStatus(pod.UID)
-	return ok && isTerminalPhase(st.Phase)
+	phase, ok := k.deps.Status.GetPodPhase(pod.UID)
+	return ok && isTerminalPhase(phase)
 }
 
 // rejectPod marks a pod Failed without running it, as upstream's admission does.

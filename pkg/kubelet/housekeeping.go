@@ -228,8 +228,8 @@ func (k *Kubelet) IsPodTerminated(uid types.UID) bool {
 	if k.IsPodDeleted(uid) {
 		return true
 	}
-	st, ok := k.deps.Status.GetPodStatus(uid)
-	return ok && isTerminalPhase(st.Phase)
+	phase, ok := k.deps.Status.GetPodPhase(uid)
+	return ok && isTerminalPhase(phase)
 }
 
 // recordPodCounts sets the gauges of desired, active and mirror pods and of ephemeral
