@@ -61,12 +61,16 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 30*time.Second, "wait after nodelet starts (it syncs every pod) before a window")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "idle CPU window")
 	only := flag.String("variants", "", "comma-separated windows to run per round, of "+variantKeys()+" (default all)")
+	before := flag.String("nodelet-before", "", "a second nodelet binary (e.g. main's) whose windows run next to each nodelet window, for before/after figures from one run")
 	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of nodelet and containerd over each idle window (nodelet then serves its API with anonymous access on 127.0.0.1)")
 	flag.Parse()
 	var err error
 	if o.variants, err = pickVariants(*only); err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
 		os.Exit(2)
+	}
+	if *before != "" {
+		o.variants = withBefore(o.variants, *before)
 	}
 	// The libraries' logs (the eviction manager's) are not the bench's output.
 	klog.SetLogger(logr.Discard())
@@ -84,6 +88,8 @@ func main() {
 // variant is one nodelet configuration, or none at all (the runtime's own cost).
 type variant struct {
 	key, name string
+	// bin is the nodelet binary when not -nodelet's (a -nodelet-before window).
+	bin string
 	nodelet   bool // false: nodelet stays stopped in this window
 	evented   bool // EventedPLEG feature gate
 	eviction  bool // default eviction thresholds, or none
@@ -104,6 +110,20 @@ func variantKeys() string {
 		keys[i] = v.key
 	}
 	return strings.Join(keys, ",")
+}
+
+// withBefore adds after each nodelet window the same window run by the binary bin.
+func withBefore(vs []variant, bin string) []variant {
+	var out []variant
+	for _, v := range vs {
+		out = append(out, v)
+		if v.nodelet {
+			b := v
+			b.key, b.name, b.bin = v.key+"-before", "before: "+v.name, bin
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // pickVariants returns the variants named in the comma-separated list, in the list's
@@ -302,7 +322,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 func printIdle(results map[string][]window, o options) {
 	fmt.Printf("idle CPU-seconds per minute with %d pods, %d rounds of %v windows (variants alternating), after %v settling: median (per round)\n",
 		o.pods, o.rounds, o.idle, o.settle)
-	fmt.Printf("  %-38s %-26s %-26s %s\n", "", "nodelet", "containerd", "shims")
+	fmt.Printf("  %-46s %-26s %-26s %s\n", "", "nodelet", "containerd", "shims")
 	col := func(ws []window, f func(cpu) float64) (string, float64) {
 		vals := make([]float64, len(ws))
 		parts := make([]string, len(ws))
@@ -326,7 +346,7 @@ func printIdle(results map[string][]window, o options) {
 		if !v.nodelet {
 			a = "–"
 		}
-		fmt.Printf("  %-38s %-26s %-26s %s\n", v.name+":", a, b, c)
+		fmt.Printf("  %-46s %-26s %-26s %s\n", v.name+":", a, b, c)
 	}
 	have := func(keys ...string) bool {
 		for _, k := range keys {
@@ -335,6 +355,11 @@ func printIdle(results map[string][]window, o options) {
 			}
 		}
 		return true
+	}
+	if have(evented.key+"-before", relisting.key+"-before") {
+		ev, rl := med[evented.key+"-before"], med[relisting.key+"-before"]
+		fmt.Printf("  before: evented/relisting, nodelet: %.2f of the medians, %.2f median of the rounds' own ratios\n",
+			ev.nodelet/rl.nodelet, medianRatio(results[evented.key+"-before"], results[relisting.key+"-before"], nodelet))
 	}
 	if !have(evented.key, relisting.key) {
 		return
@@ -384,7 +409,7 @@ func printRestarts(results map[string][]window, o options) {
 			all = append(all, w.restarts...)
 		}
 		med[v.key] = host.Median(all)
-		fmt.Printf("  %-38s median %7.1f ms, p10 %7.1f ms, p90 %7.1f ms, max %7.1f ms\n", v.name+":", ms(med[v.key]),
+		fmt.Printf("  %-46s median %7.1f ms, p10 %7.1f ms, p90 %7.1f ms, max %7.1f ms\n", v.name+":", ms(med[v.key]),
 			ms(host.Percentile(all, 10)), ms(host.Percentile(all, 90)), ms(host.Percentile(all, 100)))
 	}
 	if med[evented.key] > 0 && med[relisting.key] > 0 {

@@ -136,7 +136,11 @@ func (n *node) start(v variant) error {
 		return err
 	}
 	defer log.Close()
-	n.cmd = exec.Command(n.bin, "--config="+cfg, "--root-dir="+n.rootDir(), "--hostname-override="+n.name)
+	bin := n.bin
+	if v.bin != "" {
+		bin = v.bin
+	}
+	n.cmd = exec.Command(bin, "--config="+cfg, "--root-dir="+n.rootDir(), "--hostname-override="+n.name)
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	// Its own process group: a Ctrl-C on the bench reaches the bench only, which then
 	// stops nodelet and cleans up after it.
