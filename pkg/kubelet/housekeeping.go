@@ -143,11 +143,14 @@ func (h *housekeeper) killOrphans(running []*container.Pod, known map[types.UID]
 // removeOrphanedDirs deletes pod directories of pods that are neither desired nor still
 // being torn down, then frees the user namespaces of such pods (whose IDs are kept in
 // their directories). It lists the directories only when one may be an orphan (see
-// leftovers); the gauges keep the last scan's counts meanwhile.
+// leftovers); otherwise the sweep cleaned nothing, and the gauges say so, as upstream's
+// would.
 func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
 	inUse := h.inUse(desired)
 	now := h.k.deps.Clock.Now()
 	if !h.podDirs.scanDue(now, inUse) {
+		metrics.OrphanPodCleanedVolumes.Set(0)
+		metrics.OrphanPodCleanedVolumesErrors.Set(0)
 		return
 	}
 	h.podDirs.beginScan()
@@ -180,7 +183,7 @@ func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
 
 // removeOrphanedCgroups deletes pod cgroups of pods that are not desired and have nothing
 // running in the runtime. It lists the cgroup hierarchies only when a pod that may have
-// a cgroup is no longer in use (see podCgroups).
+// a cgroup is no longer in use (see leftovers).
 func (h *housekeeper) removeOrphanedCgroups(running []*container.Pod, desired map[types.UID]bool) {
 	inUse := h.inUse(desired)
 	now := h.k.deps.Clock.Now()

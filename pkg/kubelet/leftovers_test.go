@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // recordingCgroups is a container manager's pod cgroups in memory: EnsurePod creates
@@ -251,7 +253,13 @@ func TestOrphanedPodDirsAreScannedForOnlyWhenOneMayExist(t *testing.T) {
 	k.handlePodRemoves([]*v1.Pod{pod})
 	eventually(t, "a's worker done", func() bool { return k.workers.ShouldPodContentBeRemoved("a") })
 	assertListings(2)
+	if n := testutil.ToFloat64(metrics.OrphanPodCleanedVolumes); n != 1 {
+		t.Errorf("orphan_pod_cleaned_volumes %v after the sweep that removed a's directory, want 1", n)
+	}
 	assertListings(2)
+	if n := testutil.ToFloat64(metrics.OrphanPodCleanedVolumes); n != 0 {
+		t.Errorf("orphan_pod_cleaned_volumes %v after a sweep with nothing to clean, want 0", n)
+	}
 	k.housekeeper.podDirs.scanned = time.Now().Add(-leftoverScanPeriod)
 	assertListings(3)
 }
