@@ -89,11 +89,11 @@ func main() {
 type variant struct {
 	key, name string
 	// bin is the nodelet binary when not -nodelet's (a -nodelet-before window).
-	bin string
-	nodelet   bool // false: nodelet stays stopped in this window
-	evented   bool // EventedPLEG feature gate
-	eviction  bool // default eviction thresholds, or none
-	latency   bool // the window also times container restarts
+	bin      string
+	nodelet  bool // false: nodelet stays stopped in this window
+	evented  bool // EventedPLEG feature gate
+	eviction bool // default eviction thresholds, or none
+	latency  bool // the window also times container restarts
 }
 
 var (
