@@ -127,6 +127,9 @@ func TestSyncThatChangedThePodRelistsIt(t *testing.T) {
 	rt := &fakeRuntime{}
 	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
 	plegs := k.deps.PLEG.(*fakePLEG)
+	// What the runtime manager returns for a pod with nothing to do: the sandbox config
+	// it builds on every sync.
+	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{container.NewSyncResult(container.ConfigPodSandbox, "sandbox")}}
 	quiet := testPod("quiet", "quiet")
 	k.handlePodAdditions([]*v1.Pod{quiet})
 	eventually(t, "first sync", func() bool { return rt.syncCount(quiet.UID) == 1 })

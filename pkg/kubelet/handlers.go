@@ -110,15 +110,19 @@ func (k *Kubelet) ActivePods() []*v1.Pod { return k.activePods(nil) }
 func (k *Kubelet) activePods(except *v1.Pod) []*v1.Pod {
 	var active []*v1.Pod
 	for _, p := range k.pods.GetPods() {
-		if (except != nil && p.UID == except.UID) || k.rejected.Has(p.UID) || k.workers.IsPodKnownTerminated(p.UID) {
-			continue
+		if (except == nil || p.UID != except.UID) && k.isActive(p) {
+			active = append(active, p)
 		}
-		if k.isAdmittedPodTerminal(p) && !k.workers.IsPodTerminationRequested(p.UID) {
-			continue
-		}
-		active = append(active, p)
 	}
 	return active
+}
+
+// isActive reports whether an admitted pod may still hold resources (see activePods).
+func (k *Kubelet) isActive(p *v1.Pod) bool {
+	if k.rejected.Has(p.UID) || k.workers.IsPodKnownTerminated(p.UID) {
+		return false
+	}
+	return !k.isAdmittedPodTerminal(p) || k.workers.IsPodTerminationRequested(p.UID)
 }
 
 // isAdmittedPodTerminal reports a pod whose API or cached status shows a terminal phase.
@@ -126,8 +130,8 @@ func (k *Kubelet) isAdmittedPodTerminal(pod *v1.Pod) bool {
 	if isTerminalPhase(pod.Status.Phase) {
 		return true
 	}
-	st, ok := k.deps.Status.GetPodStatus(pod.UID)
-	return ok && isTerminalPhase(st.Phase)
+	phase, ok := k.deps.Status.GetPodPhase(pod.UID)
+	return ok && isTerminalPhase(phase)
 }
 
 // rejectPod marks a pod Failed without running it, as upstream's admission does.

@@ -9,9 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/pleg"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 )
 
@@ -21,6 +23,25 @@ import (
 type housekeeper struct {
 	k          *Kubelet
 	warnedOnce bool
+	// podCgroups and podDirs are the pods that may have a pod cgroup or a pod directory
+	// (SyncPod notes each pod before it creates them).
+	podCgroups, podDirs *leftovers
+}
+
+func newHousekeeper(k *Kubelet) *housekeeper {
+	return &housekeeper{k: k, podCgroups: newLeftovers(), podDirs: newLeftovers()}
+}
+
+// noteSynced notes a pod whose sync may create its cgroup and directory.
+func (h *housekeeper) noteSynced(uid types.UID) {
+	h.podCgroups.noteSynced(uid)
+	h.podDirs.noteSynced(uid)
+}
+
+// inUse reports whether a pod's cgroup, directory and user namespace must stay: it is
+// desired, or its worker has not finished with it.
+func (h *housekeeper) inUse(desired map[types.UID]bool) func(types.UID) bool {
+	return func(uid types.UID) bool { return desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) }
 }
 
 func (h *housekeeper) run(ctx context.Context) {
@@ -44,15 +65,21 @@ func (h *housekeeper) run(ctx context.Context) {
 	known := h.k.workers.SyncKnownPods(desired)
 	h.k.recordPodCounts(desired)
 	h.restartRecreatedPods(desired, known)
-	h.killOrphans(ctx, known)
+	running, err := h.runningPods(ctx)
+	if err != nil {
+		outage.ErrorS(err, "Housekeeping: listing running pods failed")
+	} else {
+		h.killOrphans(running, known)
+	}
 	h.k.deleteOrphanedMirrorPods(ctx)
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.k.allocation.RemoveOrphanedPods(desiredUIDs)
 	h.k.resizes.Retain(desiredUIDs)
 	h.k.allocation.RetryIfDue()
 	h.removeOrphanedDirs(desiredUIDs)
-	h.removeOrphanedCgroups(ctx, desiredUIDs)
-	h.releaseOrphanedUserNamespaces(desiredUIDs)
+	if err == nil {
+		h.removeOrphanedCgroups(running, desiredUIDs)
+	}
 	// Forget back-off entries that have not been touched for a while, so a container
 	// that ran well starts its next crash loop from the initial delay again.
 	h.k.backOff.GC()
@@ -86,15 +113,24 @@ func (h *housekeeper) restartRecreatedPods(desired []*v1.Pod, known map[types.UI
 	}
 }
 
+// runningPods lists the runtime's running pods once per housekeeping, for both the
+// orphaned pods and the orphaned cgroups (upstream reads its runtime cache, up to two
+// seconds old, then lists again for the cgroups). A PLEG that has listed within that
+// period, or that follows the runtime's events, answers instead of a new listing: with
+// 100 pods a listing is two CRI calls with 100 items each, every two seconds.
+func (h *housekeeper) runningPods(ctx context.Context) ([]*container.Pod, error) {
+	if src, ok := h.k.deps.PLEG.(pleg.RunningPodsSource); ok {
+		if pods, ok := src.RunningPods(); ok {
+			return pods, nil
+		}
+	}
+	return h.k.deps.Runtime.GetPods(ctx, false)
+}
+
 // killOrphans stops runtime pods that no worker owns: left over from a previous nodelet,
 // removed while nodelet was down, or rejected by admission this time. Every admitted
 // desired pod has a worker by now.
-func (h *housekeeper) killOrphans(ctx context.Context, known map[types.UID]podworkers.PodWorkerState) {
-	running, err := h.k.deps.Runtime.GetPods(ctx, false)
-	if err != nil {
-		outage.ErrorS(err, "Housekeeping: listing running pods failed")
-		return
-	}
+func (h *housekeeper) killOrphans(running []*container.Pod, known map[types.UID]podworkers.PodWorkerState) {
 	for _, rp := range running {
 		if _, owned := known[rp.ID]; owned {
 			continue
@@ -105,16 +141,30 @@ func (h *housekeeper) killOrphans(ctx context.Context, known map[types.UID]podwo
 }
 
 // removeOrphanedDirs deletes pod directories of pods that are neither desired nor still
-// being torn down.
+// being torn down, then frees the user namespaces of such pods (whose IDs are kept in
+// their directories). It lists the directories only when one may be an orphan (see
+// leftovers); otherwise the sweep cleaned nothing, and the gauges say so, as upstream's
+// would.
 func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
+	inUse := h.inUse(desired)
+	now := h.k.deps.Clock.Now()
+	if !h.podDirs.scanDue(now, inUse) {
+		metrics.OrphanPodCleanedVolumes.Set(0)
+		metrics.OrphanPodCleanedVolumesErrors.Set(0)
+		return
+	}
+	h.podDirs.beginScan()
 	uids, err := h.k.deps.Volumes.PodDirs()
 	if err != nil {
 		klog.ErrorS(err, "Housekeeping: listing pod directories failed")
+		h.podDirs.abortScan()
 		return
 	}
+	remaining := map[types.UID]bool{}
 	cleaned, failed := 0, 0
 	for _, uid := range uids {
-		if desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) {
+		remaining[uid] = true
+		if inUse(uid) {
 			continue
 		}
 		if err := h.k.deps.Volumes.CleanupPod(uid); err != nil {
@@ -122,35 +172,41 @@ func (h *housekeeper) removeOrphanedDirs(desired map[types.UID]bool) {
 			failed++
 			continue
 		}
+		delete(remaining, uid)
 		cleaned++
 	}
 	metrics.OrphanPodCleanedVolumes.Set(float64(cleaned))
 	metrics.OrphanPodCleanedVolumesErrors.Set(float64(failed))
+	h.releaseOrphanedUserNamespaces(inUse)
+	h.podDirs.endScan(now, remaining)
 }
 
 // removeOrphanedCgroups deletes pod cgroups of pods that are not desired and have nothing
-// running in the runtime.
-func (h *housekeeper) removeOrphanedCgroups(ctx context.Context, desired map[types.UID]bool) {
+// running in the runtime. It lists the cgroup hierarchies only when a pod that may have
+// a cgroup is no longer in use (see leftovers).
+func (h *housekeeper) removeOrphanedCgroups(running []*container.Pod, desired map[types.UID]bool) {
+	inUse := h.inUse(desired)
+	now := h.k.deps.Clock.Now()
+	if !h.podCgroups.scanDue(now, inUse) {
+		return
+	}
+	h.podCgroups.beginScan()
 	cgroups := h.k.deps.Cgroups.Pods()
-	if len(cgroups) == 0 {
-		return
-	}
-	running, err := h.k.deps.Runtime.GetPods(ctx, false)
-	if err != nil {
-		return
-	}
 	busy := map[types.UID]bool{}
 	for _, rp := range running {
 		busy[rp.ID] = true
 	}
 	for uid := range cgroups {
-		if desired[uid] || busy[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) {
+		if inUse(uid) || busy[uid] {
 			continue
 		}
 		if err := h.k.deps.Cgroups.Remove(uid); err != nil {
 			klog.V(2).InfoS("Housekeeping: pod cgroup not removed yet", "podUID", uid, "err", err)
+			continue
 		}
+		delete(cgroups, uid)
 	}
+	h.podCgroups.endScan(now, cgroups)
 }
 
 // garbageCollect runs container GC; pods are "deleted" for GC once no source wants them
@@ -175,8 +231,8 @@ func (k *Kubelet) IsPodTerminated(uid types.UID) bool {
 	if k.IsPodDeleted(uid) {
 		return true
 	}
-	st, ok := k.deps.Status.GetPodStatus(uid)
-	return ok && isTerminalPhase(st.Phase)
+	phase, ok := k.deps.Status.GetPodPhase(uid)
+	return ok && isTerminalPhase(phase)
 }
 
 // recordPodCounts sets the gauges of desired, active and mirror pods and of ephemeral
@@ -192,8 +248,10 @@ func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
 			mirrors++
 		}
 	}
-	for _, pod := range k.activePods(nil) {
-		activeN[metrics.StaticLabel(kubetypes.IsStaticPod(pod))]++
+	for _, pod := range desired {
+		if k.isActive(pod) {
+			activeN[metrics.StaticLabel(kubetypes.IsStaticPod(pod))]++
+		}
 	}
 	for static, n := range desiredN {
 		metrics.DesiredPodCount.WithLabelValues(static).Set(float64(n))
@@ -205,11 +263,10 @@ func (k *Kubelet) recordPodCounts(desired []*v1.Pod) {
 
 // releaseOrphanedUserNamespaces frees the ID blocks of pods that are neither desired nor
 // still being torn down.
-func (h *housekeeper) releaseOrphanedUserNamespaces(desired map[types.UID]bool) {
+func (h *housekeeper) releaseOrphanedUserNamespaces(inUse func(types.UID) bool) {
 	if h.k.deps.UserNamespaces == nil {
 		return
 	}
-	inUse := func(uid types.UID) bool { return desired[uid] || !h.k.workers.ShouldPodContentBeRemoved(uid) }
 	if err := h.k.deps.UserNamespaces.CleanupOrphaned(inUse); err != nil {
 		klog.ErrorS(err, "Housekeeping: releasing orphaned user namespaces failed")
 	}

@@ -3,6 +3,7 @@ package kubelet
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +38,8 @@ type fakeRuntime struct {
 	result container.PodSyncResult
 	// onSync, when set, is called with each SyncPod's context.
 	onSync func(ctx context.Context)
+	// lists counts GetPods calls.
+	lists int
 }
 
 func (f *fakeRuntime) Type() string { return "fake" }
@@ -44,7 +47,14 @@ func (f *fakeRuntime) Type() string { return "fake" }
 func (f *fakeRuntime) GetPods(context.Context, bool) ([]*container.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	return f.running, nil
+}
+
+func (f *fakeRuntime) listCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists
 }
 
 func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns string) (*container.PodStatus, error) {
@@ -98,9 +108,10 @@ func (f *fakeRuntime) killedUIDs() []types.UID {
 }
 
 type fakeVolumes struct {
-	mu      sync.Mutex
-	dirs    []types.UID
-	cleaned []types.UID
+	mu       sync.Mutex
+	dirs     []types.UID
+	cleaned  []types.UID
+	listings int
 }
 
 func (v *fakeVolumes) SetUpPod(context.Context, *v1.Pod) error { return nil }
@@ -108,12 +119,14 @@ func (v *fakeVolumes) CleanupPod(uid types.UID) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.cleaned = append(v.cleaned, uid)
+	v.dirs = slices.DeleteFunc(v.dirs, func(d types.UID) bool { return d == uid })
 	return nil
 }
 func (v *fakeVolumes) TearDownPod(types.UID) error { return nil }
 func (v *fakeVolumes) PodDirs() ([]types.UID, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.listings++
 	return append([]types.UID(nil), v.dirs...), nil
 }
 
@@ -149,11 +162,20 @@ func (p *fakeProber) isProbed(uid types.UID) bool {
 	return p.probed.Has(uid)
 }
 
-// fakePLEG records on-demand relist requests.
+// fakePLEG records on-demand relist requests; with runningKnown set it answers
+// RunningPods with running.
 type fakePLEG struct {
-	mu        sync.Mutex
-	relisted  []types.UID
-	eventChan chan *pleg.PodLifecycleEvent
+	mu           sync.Mutex
+	relisted     []types.UID
+	eventChan    chan *pleg.PodLifecycleEvent
+	runningKnown bool
+	running      []*container.Pod
+}
+
+func (p *fakePLEG) RunningPods() ([]*container.Pod, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running, p.runningKnown
 }
 
 func (p *fakePLEG) Start()                                              {}

@@ -215,7 +215,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		PodLevelResize: cfg.PodLevelResourcesResize, Now: deps.Clock.Now,
 	})
 	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
-	k.housekeeper = &housekeeper{k: k}
+	k.housekeeper = newHousekeeper(k)
 	k.deadlines = &activeDeadlines{status: deps.Status, recorder: deps.Recorder, clock: deps.Clock}
 	return k
 }

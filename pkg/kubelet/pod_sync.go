@@ -41,6 +41,9 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		klog.V(2).InfoS("Pod is terminal", "pod", klog.KObj(pod), "phase", apiStatus.Phase)
 		return true, nil, nil
 	}
+	// Before its cgroup and directory exist, so housekeeping looks for them once the pod
+	// is gone.
+	k.housekeeper.noteSynced(pod.UID)
 	// The pod's cgroup first, with its limits: the sandbox is created inside it.
 	if err := k.deps.Cgroups.EnsurePod(pod); err != nil {
 		k.deps.Recorder.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodContainer", "unable to ensure pod container exists: %v", err)
@@ -71,7 +74,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		}
 		return false, nil, err
 	}
-	if len(result.SyncResults) == 0 {
+	if !changedRuntime(result) {
 		return false, nil, nil
 	}
 	// The sync changed the pod: relist it at once, so its new containers are seen (and
@@ -84,6 +87,20 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		}
 		k.deps.PLEG.RequestRelist(pod.UID)
 	}, nil
+}
+
+// changedRuntime reports whether a sync did anything to the pod in the runtime. Every
+// sync that gets past killing records ConfigPodSandbox (it builds the sandbox config, as
+// upstream), so a pod with nothing to do has that one result: no reason to relist it.
+// The once-a-minute resync of every pod used to relist each one (a runtime listing per
+// pod and minute).
+func changedRuntime(result container.PodSyncResult) bool {
+	for _, r := range result.SyncResults {
+		if r.Action != container.ConfigPodSandbox {
+			return true
+		}
+	}
+	return false
 }
 
 // trackResizeProgress sets PodResizeInProgress while the allocated resources of a running

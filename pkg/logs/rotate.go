@@ -44,8 +44,14 @@ type ContainerLogManager struct {
 	maxFiles        int
 	monitorInterval time.Duration
 	now             func() time.Time
-	// mu keeps a rotation and Clean from working on the same files at once.
+	// mu keeps a rotation and Clean from working on the same files at once; it guards
+	// logPaths.
 	mu sync.Mutex
+	// logPaths are the log paths of the containers the last rotation round listed. A
+	// container's log path never changes, so a round asks the runtime for the running
+	// containers and the status of new ones only, not for every container's status
+	// every monitor interval (upstream asks for each).
+	logPaths map[string]string
 }
 
 // NewContainerLogManager returns a manager that rotates a container log
@@ -69,6 +75,7 @@ func NewContainerLogManager(runtimeService internalapi.RuntimeService, maxSize s
 		maxFiles:        maxFiles,
 		monitorInterval: monitorInterval,
 		now:             time.Now,
+		logPaths:        map[string]string{},
 	}, nil
 }
 
@@ -104,6 +111,7 @@ func (m *ContainerLogManager) Start(ctx context.Context) {
 func (m *ContainerLogManager) Clean(ctx context.Context, containerID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.logPaths, containerID)
 	path, err := m.logPath(ctx, containerID)
 	if err != nil || path == "" {
 		return err
@@ -130,6 +138,7 @@ func (m *ContainerLogManager) rotateLogs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("failed to list containers: %w", err)
 	}
+	m.keepLogPathsOf(containers)
 	for _, c := range containers {
 		if ctx.Err() != nil {
 			return nil // stopping: nothing to report
@@ -153,8 +162,33 @@ func (m *ContainerLogManager) logPath(ctx context.Context, containerID string) (
 	return resp.GetStatus().GetLogPath(), nil
 }
 
-func (m *ContainerLogManager) rotateIfTooBig(ctx context.Context, containerID string) error {
+// keepLogPathsOf forgets the log paths of containers that are no longer listed.
+func (m *ContainerLogManager) keepLogPathsOf(containers []*runtimeapi.Container) {
+	listed := make(map[string]bool, len(containers))
+	for _, c := range containers {
+		listed[c.GetId()] = true
+	}
+	for id := range m.logPaths {
+		if !listed[id] {
+			delete(m.logPaths, id)
+		}
+	}
+}
+
+// cachedLogPath is logPath, asked once per container.
+func (m *ContainerLogManager) cachedLogPath(ctx context.Context, containerID string) (string, error) {
+	if path, ok := m.logPaths[containerID]; ok {
+		return path, nil
+	}
 	path, err := m.logPath(ctx, containerID)
+	if err == nil && path != "" {
+		m.logPaths[containerID] = path
+	}
+	return path, err
+}
+
+func (m *ContainerLogManager) rotateIfTooBig(ctx context.Context, containerID string) error {
+	path, err := m.cachedLogPath(ctx, containerID)
 	if err != nil || path == "" {
 		return err
 	}

@@ -298,3 +298,43 @@ func TestFollowSurvivesManagerRotation(t *testing.T) {
 		t.Errorf("got %d lines, want %d", strings.Count(got, "\n"), total)
 	}
 }
+
+// A container's log path is asked for once, not every round: it never changes.
+func TestContainerLogManagerAsksForEachLogPathOnce(t *testing.T) {
+	l := newFakeLog(t)
+	rt := newFakeRuntime(l)
+	m := newTestManager(t, rt, "1Ki", 2)
+	statusCalls := func() int {
+		n := 0
+		for _, c := range rt.GetCalls() {
+			if c == "ContainerStatus" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		if err := m.rotateLogs(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := statusCalls(); n != 1 {
+		t.Errorf("%d ContainerStatus calls in three rounds, want 1", n)
+	}
+	// Still rotated from the remembered path.
+	fill(t, l, "big", 1024)
+	if err := m.rotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logFiles(t, l); len(got) != 2 {
+		t.Errorf("files %v, want the live log and a rotated one", got)
+	}
+	// A container no longer listed is forgotten.
+	rt.exit()
+	if err := m.rotateLogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.logPaths) != 0 {
+		t.Errorf("log paths of stopped containers kept: %v", m.logPaths)
+	}
+}

@@ -13,7 +13,7 @@ package pleg
 // 1 s relist did must then come from elsewhere:
 //   - pod workers wait (GetNewerThan) for the cache to be fresher than their last sync;
 //     every second the evented PLEG marks it fresh, behind the relists its events asked
-//     for (markFresh);
+//     for (markFresh; at once from the stream goroutine when none is pending);
 //   - a pod whose status could not be read is read again after a second (reinspectLater).
 //
 // The stream counts as working once it has stayed open for streamSettle and a full
@@ -252,9 +252,12 @@ func (e *EventedPLEG) watchStream(ctx context.Context) (trusted bool, err error)
 			switch {
 			case trusted:
 				// Every change before now that an event reported is asked for: the
-				// cache is fresh up to now once those relists are done.
+				// cache is fresh up to now once those relists are done (at once when
+				// none is waiting).
 				e.handlePending(events)
-				e.relister.requestFresh(now)
+				if !e.relister.markFreshIfIdle(now) {
+					e.relister.requestFresh(now)
+				}
 			case !trustAfter.IsZero() && e.relister.lastRelistTime().After(trustAfter):
 				e.startStreaming()
 				trusted = true

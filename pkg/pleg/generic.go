@@ -57,11 +57,13 @@ type GenericPLEG struct {
 	restarted time.Time
 	stopCh    chan struct{} // nil while stopped
 
-	// askMu guards asked, the work asked for out of turn (see ondemand.go); a value on
-	// wake tells the loop there is some.
-	askMu sync.Mutex
-	asked askedWork
-	wake  chan struct{}
+	// askMu guards asked, the work asked for out of turn (see ondemand.go), and serving,
+	// set while the loop does work it took from asked; a value on wake tells the loop
+	// there is some. It is taken after relistMu when both are.
+	askMu   sync.Mutex
+	asked   askedWork
+	serving bool
+	wake    chan struct{}
 }
 
 // NewGenericPLEG returns a relisting PLEG that writes statuses into cache and events into

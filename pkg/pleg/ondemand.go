@@ -65,12 +65,21 @@ func (g *GenericPLEG) ask(update func(*askedWork)) {
 	}
 }
 
+// takeAsked hands the work asked for to the relist loop, which is serving it until
+// doneServing.
 func (g *GenericPLEG) takeAsked() askedWork {
 	g.askMu.Lock()
 	defer g.askMu.Unlock()
 	w := g.asked
 	g.asked = askedWork{}
+	g.serving = true
 	return w
+}
+
+func (g *GenericPLEG) doneServing() {
+	g.askMu.Lock()
+	defer g.askMu.Unlock()
+	g.serving = false
 }
 
 // serveAsked does the work asked for, less what a relist since has done: a full relist,
@@ -78,6 +87,7 @@ func (g *GenericPLEG) takeAsked() askedWork {
 // asked for before it.
 func (g *GenericPLEG) serveAsked() {
 	w := g.takeAsked()
+	defer g.doneServing()
 	if w.all.After(g.lastRelistTime()) {
 		g.Relist()
 	}
@@ -161,6 +171,25 @@ func (g *GenericPLEG) retryLater(uids []types.UID) {
 			g.RequestRelist(uid)
 		}
 	}()
+}
+
+// markFreshIfIdle does what requestFresh(at) asks, at once, when nothing asked for is
+// waiting or being served and no relist runs, and reports whether it did: then every
+// relist asked for before at is done. An evented PLEG's stream goroutine marks the
+// cache fresh every second; done here, the relist loop need not wake up for it while
+// nothing happens.
+func (g *GenericPLEG) markFreshIfIdle(at time.Time) bool {
+	if !g.relistMu.TryLock() {
+		return false
+	}
+	defer g.relistMu.Unlock()
+	g.askMu.Lock()
+	defer g.askMu.Unlock()
+	idle := !g.serving && len(g.asked.pods) == 0 && g.asked.all.IsZero() && g.asked.fresh.IsZero()
+	if idle {
+		g.markFresh(at)
+	}
+	return idle
 }
 
 // markFresh tells the pods waiting for a status newer than at that the cache is. It is

@@ -186,3 +186,44 @@ func TestSwitchDurationWithoutRelistNow(t *testing.T) {
 	p.switchDuration(DefaultRelistDuration(), true)
 	waitFor(t, "the relist at once on fallback", func() bool { return p.runtime.lists() == 3 })
 }
+
+// The evented PLEG marks the cache fresh itself only when no relist it asked for is
+// waiting or being served: a worker must not see "fresh" before its pod's change.
+func TestMarkFreshIfIdleWaitsForAskedRelists(t *testing.T) {
+	p := newTestPLEG(ChannelCapacity)
+	p.runtime.setPods(pod("a", ctr("c1", running)))
+	p.Relist()
+	p.drain()
+	p.clock.Step(RelistPeriod / 2)
+	waiting := newerThan(p.cache, "a", p.clock.Now())
+	p.clock.Step(RelistPeriod / 2)
+
+	p.RequestRelist("a") // the pod's change, reported by an event, not yet relisted
+	if p.markFreshIfIdle(p.clock.Now()) {
+		t.Fatal("marked fresh with a relist waiting")
+	}
+	w := p.takeAsked() // the loop has taken it and is relisting
+	if p.markFreshIfIdle(p.clock.Now()) {
+		t.Fatal("marked fresh with a relist being served")
+	}
+	p.relistPods(p.stillToRelist(w.pods))
+	p.doneServing()
+	p.relistMu.Lock()
+	if p.markFreshIfIdle(p.clock.Now()) {
+		t.Fatal("marked fresh while a relist holds the records")
+	}
+	p.relistMu.Unlock()
+	assertWoken(t, waiting, "a") // by the one-pod relist itself
+
+	p.clock.Step(RelistPeriod)
+	waiting = newerThan(p.cache, "a", p.clock.Now())
+	assertWaiting(t, waiting, "before the cache was marked fresh")
+	p.clock.Step(RelistPeriod)
+	if !p.markFreshIfIdle(p.clock.Now()) {
+		t.Fatal("not marked fresh with nothing asked for")
+	}
+	assertWoken(t, waiting, "a")
+	if n := p.runtime.lists(); n != 2 {
+		t.Errorf("%d runtime listings, want the relist and the one-pod relist", n)
+	}
+}

@@ -4,6 +4,7 @@
 package podmanager
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -21,6 +22,9 @@ type Manager struct {
 	// Mirror pods, by their own (API) UID and by full name, which is their static pod's.
 	mirrorByUID  map[types.UID]*v1.Pod
 	mirrorByName map[string]*v1.Pod
+	// sorted is GetPods' answer, kept until the desired pods change (nil: to be sorted
+	// again): the loop asks every second, housekeeping every two, and pods rarely change.
+	sorted []*v1.Pod
 }
 
 // New returns an empty manager.
@@ -56,6 +60,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	}
 	byUID[pod.UID] = pod
 	byName[FullName(pod)] = pod
+	m.sorted = nil
 }
 
 // UpdatePod is AddPod; kept for readability at call sites.
@@ -73,6 +78,7 @@ func (m *Manager) RemovePod(pod *v1.Pod) {
 	if cur, ok := byName[FullName(pod)]; ok && cur.UID == pod.UID {
 		delete(byName, FullName(pod))
 	}
+	m.sorted = nil
 }
 
 // GetPodByUID returns the desired pod with that UID.
@@ -123,14 +129,28 @@ func (m *Manager) TranslatePodUID(uid types.UID) types.UID {
 	return uid
 }
 
-// GetPods lists the desired pods, oldest first. Mirror pods are not among them.
+// GetPods lists the desired pods, oldest first. Mirror pods are not among them. The
+// slice is the caller's.
 func (m *Manager) GetPods() []*v1.Pod {
 	m.mu.RLock()
-	pods := make([]*v1.Pod, 0, len(m.byUID))
-	for _, p := range m.byUID {
+	sorted := m.sorted
+	m.mu.RUnlock()
+	if sorted == nil {
+		m.mu.Lock()
+		if m.sorted == nil {
+			m.sorted = sortedPods(m.byUID)
+		}
+		sorted = m.sorted
+		m.mu.Unlock()
+	}
+	return slices.Clone(sorted)
+}
+
+func sortedPods(byUID map[types.UID]*v1.Pod) []*v1.Pod {
+	pods := make([]*v1.Pod, 0, len(byUID))
+	for _, p := range byUID {
 		pods = append(pods, p)
 	}
-	m.mu.RUnlock()
 	sort.Slice(pods, func(i, j int) bool {
 		ti, tj := pods[i].CreationTimestamp, pods[j].CreationTimestamp
 		if ti.Equal(&tj) {

@@ -1,6 +1,7 @@
 package podmanager
 
 import (
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -70,5 +71,38 @@ func TestReplacedPodOfTheSameNameForgetsTheOldUID(t *testing.T) {
 	m.RemovePod(pod("web", "old", nil))
 	if p, ok := m.GetPodByName("ns", "web"); !ok || p.UID != "new" {
 		t.Errorf("removing the old UID dropped the new pod: %v", p)
+	}
+}
+
+// GetPods keeps its sorted answer until the pods change; callers own what it returns.
+func TestGetPodsFollowsChangesAndHandsOutCopies(t *testing.T) {
+	m := New()
+	uids := func() []types.UID {
+		var out []types.UID
+		for _, p := range m.GetPods() {
+			out = append(out, p.UID)
+		}
+		return out
+	}
+	at := func(p *v1.Pod, sec int64) *v1.Pod {
+		p.CreationTimestamp = metav1.Unix(sec, 0)
+		return p
+	}
+	m.AddPod(at(pod("b", "b", nil), 2))
+	m.AddPod(at(pod("a", "a", nil), 2))
+	m.AddPod(at(pod("old", "old", nil), 1))
+	if got := uids(); !slices.Equal(got, []types.UID{"old", "a", "b"}) {
+		t.Fatalf("GetPods = %v, want oldest first, then by name", got)
+	}
+	pods := m.GetPods()
+	pods[0] = nil
+	slices.Reverse(pods)
+	if got := uids(); !slices.Equal(got, []types.UID{"old", "a", "b"}) {
+		t.Fatalf("GetPods = %v after a caller changed its copy", got)
+	}
+	m.RemovePod(pod("a", "a", nil))
+	m.UpdatePod(at(pod("b", "b2", nil), 0))
+	if got := uids(); !slices.Equal(got, []types.UID{"b2", "old"}) {
+		t.Fatalf("GetPods = %v after a removal and a replacement", got)
 	}
 }

@@ -228,3 +228,25 @@ func TestSelfCgroup(t *testing.T) {
 		}
 	}
 }
+
+// GetNode, the eviction manager's summary, has what eviction observes and leaves out
+// the pods and the node's network.
+func TestGetNodeHasWhatEvictionObserves(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1800000000, 0)}
+	proc := procFixture(t, "5:memory:/system.slice/kubelet.service\n3:cpu,cpuacct:/system.slice/kubelet.service\n1:name=systemd:/x\n")
+	rt := &fakeRuntime{}
+	p := newTestProvider(t, rt, proc, cgroupV1Fixture(t), clock)
+	s, err := p.GetNode(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := s.Node
+	want(t, "memory working set", n.Memory.WorkingSetBytes, 3<<30-512<<20)
+	want(t, "rlimit maxpid", n.Rlimit.MaxPID, 95000)
+	if n.Fs == nil || n.Runtime == nil || n.Runtime.ImageFs == nil {
+		t.Errorf("filesystems missing: fs %+v, runtime %+v", n.Fs, n.Runtime)
+	}
+	if n.Network != nil || len(s.Pods) != 0 || rt.count("ListContainerStats") != 0 {
+		t.Errorf("network %+v, %d pods, %d ListContainerStats: want none", n.Network, len(s.Pods), rt.count("ListContainerStats"))
+	}
+}

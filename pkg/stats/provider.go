@@ -186,10 +186,12 @@ func (p *Provider) Get(ctx context.Context) (*statsapi.Summary, error) {
 	return p.get(ctx, true)
 }
 
-// GetNode is the summary without its pods: the node, its filesystems and system
-// containers. It spares the runtime the per-container stats (ListContainerStats), which
-// the eviction manager needs only once a threshold is met or a pod has a local storage
-// limit to check.
+// GetNode is the summary without its pods and without the node's network: the node's
+// CPU, memory, filesystems, process limits and system containers, what the eviction
+// manager observes every 10 s. It spares the runtime the per-container stats
+// (ListContainerStats), which the eviction manager needs only once a threshold is met
+// or a pod has a local storage limit to check, and nodelet the parsing of
+// /proc/net/dev, which no eviction signal reads.
 func (p *Provider) GetNode(ctx context.Context) (*statsapi.Summary, error) {
 	return p.get(ctx, false)
 }
@@ -220,7 +222,9 @@ func (p *Provider) get(ctx context.Context, withPods bool) (*statsapi.Summary, e
 	if err != nil {
 		return nil, fmt.Errorf("failed to get rlimit stats: %w", err)
 	}
-	node.Network = p.nodeNetwork()
+	if withPods {
+		node.Network = p.nodeNetwork()
+	}
 	p.rates.prune(p.now())
 	return &statsapi.Summary{Node: *node, Pods: pods}, nil
 }

@@ -25,6 +25,8 @@ type Manager interface {
 	Start(ctx context.Context)
 	// GetPodStatus returns the cached status of the pod.
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+	// GetPodPhase returns the cached status's phase, without copying the status.
+	GetPodPhase(uid types.UID) (v1.PodPhase, bool)
 	// SetPodStatus caches a newly generated status for the pod.
 	SetPodStatus(pod *v1.Pod, status v1.PodStatus)
 	// SetContainerReadiness updates a container's readiness and the Ready conditions.
@@ -130,6 +132,16 @@ func (m *manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	defer m.mu.RUnlock()
 	cached, ok := m.statuses[uid]
 	return *cached.status.DeepCopy(), ok
+}
+
+func (m *manager) GetPodPhase(uid types.UID) (v1.PodPhase, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	cached, ok := m.statuses[uid]
+	if !ok {
+		return "", false
+	}
+	return cached.status.Phase, true
 }
 
 func (m *manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) {

@@ -413,3 +413,15 @@ func TestSyncerGetsUpdatesAndRetries(t *testing.T) {
 		t.Fatal("the sync loop did not pick up the change")
 	}
 }
+
+func TestGetPodPhase(t *testing.T) {
+	m, _ := testManager(nil)
+	pod := testPod(v1.RestartPolicyAlways, "a")
+	if _, ok := m.GetPodPhase(pod.UID); ok {
+		t.Fatal("phase of a pod without status")
+	}
+	m.SetPodStatus(pod, runningPodStatus(pod))
+	if phase, ok := m.GetPodPhase(pod.UID); !ok || phase != v1.PodRunning {
+		t.Errorf("phase %q, %t; want Running", phase, ok)
+	}
+}

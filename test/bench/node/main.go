@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,11 @@ type options struct {
 	pods, sequential             int
 	rounds, kills, evictionSyncs int
 	settle, idle                 time.Duration
+	// variants are the windows of each round, in order (-variants).
+	variants []variant
+	// profileDir, when set, receives CPU profiles of nodelet and containerd taken over
+	// each idle window (-profile).
+	profileDir string
 }
 
 func main() {
@@ -54,12 +60,23 @@ func main() {
 	flag.IntVar(&o.evictionSyncs, "eviction-checks", 50, "eviction checks timed in this process (0: skip)")
 	flag.DurationVar(&o.settle, "settle", 30*time.Second, "wait after nodelet starts (it syncs every pod) before a window")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "idle CPU window")
+	only := flag.String("variants", "", "comma-separated windows to run per round, of "+variantKeys()+" (default all)")
+	before := flag.String("nodelet-before", "", "a second nodelet binary (e.g. main's) whose windows run next to each nodelet window, for before/after figures from one run")
+	flag.StringVar(&o.profileDir, "profile", "", "directory for CPU profiles of nodelet and containerd over each idle window (nodelet then serves its API with anonymous access on 127.0.0.1)")
 	flag.Parse()
+	var err error
+	if o.variants, err = pickVariants(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		os.Exit(2)
+	}
+	if *before != "" {
+		o.variants = withBefore(o.variants, *before)
+	}
 	// The libraries' logs (the eviction manager's) are not the bench's output.
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	start := time.Now()
-	err := run(ctx, o)
+	err = run(ctx, o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node:", err)
@@ -71,10 +88,12 @@ func main() {
 // variant is one nodelet configuration, or none at all (the runtime's own cost).
 type variant struct {
 	key, name string
-	nodelet   bool // false: nodelet stays stopped in this window
-	evented   bool // EventedPLEG feature gate
-	eviction  bool // default eviction thresholds, or none
-	latency   bool // the window also times container restarts
+	// bin is the nodelet binary when not -nodelet's (a -nodelet-before window).
+	bin      string
+	nodelet  bool // false: nodelet stays stopped in this window
+	evented  bool // EventedPLEG feature gate
+	eviction bool // default eviction thresholds, or none
+	latency  bool // the window also times container restarts
 }
 
 var (
@@ -84,6 +103,45 @@ var (
 	runtimeOnly = variant{key: "none", name: "no nodelet (the runtime alone)"}
 	variants    = []variant{relisting, evented, noEviction, runtimeOnly}
 )
+
+func variantKeys() string {
+	keys := make([]string, len(variants))
+	for i, v := range variants {
+		keys[i] = v.key
+	}
+	return strings.Join(keys, ",")
+}
+
+// withBefore adds after each nodelet window the same window run by the binary bin.
+func withBefore(vs []variant, bin string) []variant {
+	var out []variant
+	for _, v := range vs {
+		out = append(out, v)
+		if v.nodelet {
+			b := v
+			b.key, b.name, b.bin = v.key+"-before", "before: "+v.name, bin
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// pickVariants returns the variants named in the comma-separated list, in the list's
+// order; an empty list is all of them.
+func pickVariants(list string) ([]variant, error) {
+	if list == "" {
+		return variants, nil
+	}
+	var picked []variant
+	for _, key := range strings.Split(list, ",") {
+		i := slices.IndexFunc(variants, func(v variant) bool { return v.key == key })
+		if i < 0 {
+			return nil, fmt.Errorf("-variants: unknown %q; known: %s", key, variantKeys())
+		}
+		picked = append(picked, variants[i])
+	}
+	return picked, nil
+}
 
 // window is what one nodelet run measured.
 type window struct {
@@ -95,7 +153,7 @@ func run(ctx context.Context, o options) (err error) {
 	if o.sequential > o.pods || o.pods < 1 {
 		return errors.New("-sequential must not exceed -pods, and -pods must be positive")
 	}
-	if need := o.rounds * o.kills * 2; need > o.pods {
+	if need := o.rounds * o.kills * len(o.variants); need > o.pods {
 		return fmt.Errorf("%d restarts need as many pods; -pods is %d", need, o.pods)
 	}
 	dir, err := os.MkdirTemp("", "nodelet-bench-node-")
@@ -108,6 +166,11 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
+	if o.profileDir != "" {
+		if n.profiler, err = newProfiler(o.profileDir, o.endpoint); err != nil {
+			return err
+		}
+	}
 	defer func() { err = errors.Join(err, n.cleanup()) }()
 
 	fmt.Printf("%d busybox pods on %s, standalone nodelet restarted per window with each variant in turn\n", o.pods, o.endpoint)
@@ -117,7 +180,7 @@ func run(ctx context.Context, o options) (err error) {
 	results := map[string][]window{}
 	v := &victims{used: map[string]bool{}}
 	for r := range o.rounds {
-		for _, va := range variants {
+		for _, va := range o.variants {
 			w, err := measureWindow(ctx, n, va, o, v)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, va.name, err)
@@ -126,7 +189,9 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	printIdle(results, o)
-	printRestarts(results, o)
+	if o.kills > 0 {
+		printRestarts(results, o)
+	}
 	if o.evictionSyncs > 0 {
 		e, err := n.measureEviction(ctx, o.evictionSyncs)
 		if err != nil {
@@ -216,6 +281,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 	if err != nil {
 		return w, err
 	}
+	profiled := n.profile(v, o.idle)
 	before, err := n.cpuNow(shims)
 	if err != nil {
 		return w, err
@@ -225,6 +291,9 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 	}
 	after, err := n.cpuNow(shims)
 	if err != nil {
+		return w, err
+	}
+	if err := profiled(); err != nil {
 		return w, err
 	}
 	if v.nodelet {
@@ -253,7 +322,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 func printIdle(results map[string][]window, o options) {
 	fmt.Printf("idle CPU-seconds per minute with %d pods, %d rounds of %v windows (variants alternating), after %v settling: median (per round)\n",
 		o.pods, o.rounds, o.idle, o.settle)
-	fmt.Printf("  %-38s %-26s %-26s %s\n", "", "nodelet", "containerd", "shims")
+	fmt.Printf("  %-46s %-26s %-26s %s\n", "", "nodelet", "containerd", "shims")
 	col := func(ws []window, f func(cpu) float64) (string, float64) {
 		vals := make([]float64, len(ws))
 		parts := make([]string, len(ws))
@@ -268,7 +337,7 @@ func printIdle(results map[string][]window, o options) {
 	containerd := func(c cpu) float64 { return c.containerd }
 	shims := func(c cpu) float64 { return c.shims }
 	med := map[string]cpu{}
-	for _, v := range variants {
+	for _, v := range o.variants {
 		ws := results[v.key]
 		a, na := col(ws, nodelet)
 		b, nb := col(ws, containerd)
@@ -277,13 +346,32 @@ func printIdle(results map[string][]window, o options) {
 		if !v.nodelet {
 			a = "–"
 		}
-		fmt.Printf("  %-38s %-26s %-26s %s\n", v.name+":", a, b, c)
+		fmt.Printf("  %-46s %-26s %-26s %s\n", v.name+":", a, b, c)
+	}
+	have := func(keys ...string) bool {
+		for _, k := range keys {
+			if _, ok := med[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if have(evented.key+"-before", relisting.key+"-before") {
+		ev, rl := med[evented.key+"-before"], med[relisting.key+"-before"]
+		fmt.Printf("  before: evented/relisting, nodelet: %.2f of the medians, %.2f median of the rounds' own ratios\n",
+			ev.nodelet/rl.nodelet, medianRatio(results[evented.key+"-before"], results[relisting.key+"-before"], nodelet))
+	}
+	if !have(evented.key, relisting.key) {
+		return
 	}
 	ev, rl := med[evented.key], med[relisting.key]
 	fmt.Printf("  evented/relisting, nodelet: %.2f of the medians, %.2f median of the rounds' own ratios (aim ≤ 0.3)\n",
 		ev.nodelet/rl.nodelet, medianRatio(results[evented.key], results[relisting.key], nodelet))
 	total := func(c cpu) float64 { return c.nodelet + c.containerd + c.shims }
 	fmt.Printf("  evented/relisting, nodelet+containerd+shims: %.2f (%.2f vs %.2f CPU-s per minute)\n", total(ev)/total(rl), total(ev), total(rl))
+	if !have(runtimeOnly.key, noEviction.key) {
+		return
+	}
 	alone := med[runtimeOnly.key]
 	fmt.Printf("  the runtime's CPU that nodelet causes (variant − runtime alone), containerd+shims: relisting %+.2f, evented %+.2f, evented without eviction %+.2f CPU-s per minute\n",
 		rl.containerd+rl.shims-alone.containerd-alone.shims, ev.containerd+ev.shims-alone.containerd-alone.shims,
@@ -312,7 +400,7 @@ func medianDiff(a, b []window, f func(cpu) float64) float64 {
 func printRestarts(results map[string][]window, o options) {
 	fmt.Printf("container killed (SIGKILL from the host) → restarted, old FinishedAt → new StartedAt as the runtime stamps them; %d kills per variant, each in another pod\n", o.rounds*o.kills)
 	med := map[string]time.Duration{}
-	for _, v := range variants {
+	for _, v := range o.variants {
 		if !v.latency {
 			continue
 		}
@@ -321,10 +409,12 @@ func printRestarts(results map[string][]window, o options) {
 			all = append(all, w.restarts...)
 		}
 		med[v.key] = host.Median(all)
-		fmt.Printf("  %-38s median %7.1f ms, p10 %7.1f ms, p90 %7.1f ms, max %7.1f ms\n", v.name+":", ms(med[v.key]),
+		fmt.Printf("  %-46s median %7.1f ms, p10 %7.1f ms, p90 %7.1f ms, max %7.1f ms\n", v.name+":", ms(med[v.key]),
 			ms(host.Percentile(all, 10)), ms(host.Percentile(all, 90)), ms(host.Percentile(all, 100)))
 	}
-	fmt.Printf("  evented/relisting: %.2f\n", float64(med[evented.key])/float64(med[relisting.key]))
+	if med[evented.key] > 0 && med[relisting.key] > 0 {
+		fmt.Printf("  evented/relisting: %.2f\n", float64(med[evented.key])/float64(med[relisting.key]))
+	}
 }
 
 func printEviction(e evictionCost) {

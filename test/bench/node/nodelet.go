@@ -44,6 +44,8 @@ type node struct {
 	exited  chan struct{} // closed when cmd has exited
 	logPath string
 	runs    int // nodelet processes started so far: each gets its own log
+	// profiler, when set, profiles nodelet and containerd over the idle windows.
+	profiler *profiler
 }
 
 func newNode(ctx context.Context, endpoint, bin, baseDir string) (*node, error) {
@@ -104,10 +106,14 @@ staticPodPath: %s
 podLogsDir: %s
 cgroupRoot: /%s
 healthzPort: 0
-enableServer: false
 featureGates:
   EventedPLEG: %t
 `, n.endpoint, n.manifests(), n.logsDir(), n.cgroupRoot, v.evented)
+	if n.profiler != nil {
+		b.WriteString(n.profiler.serverConfig())
+	} else {
+		b.WriteString("enableServer: false\n")
+	}
 	if !v.eviction {
 		b.WriteString("localStorageCapacityIsolation: false\nevictionHard:\n")
 		for _, s := range []string{"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"} {
@@ -130,7 +136,11 @@ func (n *node) start(v variant) error {
 		return err
 	}
 	defer log.Close()
-	n.cmd = exec.Command(n.bin, "--config="+cfg, "--root-dir="+n.rootDir(), "--hostname-override="+n.name)
+	bin := n.bin
+	if v.bin != "" {
+		bin = v.bin
+	}
+	n.cmd = exec.Command(bin, "--config="+cfg, "--root-dir="+n.rootDir(), "--hostname-override="+n.name)
 	n.cmd.Stdout, n.cmd.Stderr = log, log
 	// Its own process group: a Ctrl-C on the bench reaches the bench only, which then
 	// stops nodelet and cleans up after it.
