@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // gatedCollect is a collection that returns a metric numbered by its call, once its gate
@@ -63,17 +64,17 @@ func (c *collections) isRunning() bool {
 // TestCollectionReusedWithinMaxAge: scrapes within MaxAge of a collection share it.
 func TestCollectionReusedWithinMaxAge(t *testing.T) {
 	g := &gatedCollect{}
-	clk := &clock{now: t0}
+	clk := testingclock.NewFakeClock(t0)
 	c := newCollections(g.collect, 10*time.Second, time.Second, clk.Now)
 	ctx := context.Background()
 	if n := served(t, c, ctx); n != 1 {
 		t.Fatalf("first scrape served collection %d", n)
 	}
-	clk.step(9 * time.Second)
+	clk.Step(9 * time.Second)
 	if n := served(t, c, ctx); n != 1 {
 		t.Errorf("a scrape 9 s later served collection %d, want the first", n)
 	}
-	clk.step(time.Second)
+	clk.Step(time.Second)
 	if n := served(t, c, ctx); n != 2 {
 		t.Errorf("a scrape 10 s later served collection %d, want a new one", n)
 	}
@@ -83,7 +84,7 @@ func TestCollectionReusedWithinMaxAge(t *testing.T) {
 // wait for it rather than start their own.
 func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 	g := &gatedCollect{gate: make(chan struct{})}
-	c := newCollections(g.collect, 10*time.Second, time.Second, (&clock{now: t0}).Now)
+	c := newCollections(g.collect, 10*time.Second, time.Second, testingclock.NewFakeClock(t0).Now)
 	var wg sync.WaitGroup
 	got := make([]int, 5)
 	for i := range got {
@@ -109,12 +110,12 @@ func TestConcurrentScrapesShareOneCollection(t *testing.T) {
 // the previous one; the next scrape gets the new one once it is done.
 func TestSlowCollectionServesPrevious(t *testing.T) {
 	g := &gatedCollect{}
-	clk := &clock{now: t0}
+	clk := testingclock.NewFakeClock(t0)
 	c := newCollections(g.collect, 10*time.Second, 20*time.Millisecond, clk.Now)
 	ctx := context.Background()
 	served(t, c, ctx)
 	g.gate = make(chan struct{})
-	clk.step(30 * time.Second)
+	clk.Step(30 * time.Second)
 	start := time.Now()
 	if n := served(t, c, ctx); n != 1 {
 		t.Errorf("served collection %d while the second ran, want the first", n)
@@ -138,11 +139,11 @@ func TestSlowCollectionServesPrevious(t *testing.T) {
 // served in place of the running one: the scrape waits.
 func TestStaleCollectionNotServed(t *testing.T) {
 	g := &gatedCollect{}
-	clk := &clock{now: t0}
+	clk := testingclock.NewFakeClock(t0)
 	c := newCollections(g.collect, 10*time.Second, time.Millisecond, clk.Now)
 	served(t, c, context.Background())
 	g.gate = make(chan struct{})
-	clk.step(staleLimit)
+	clk.Step(staleLimit)
 	time.AfterFunc(30*time.Millisecond, func() { close(g.gate) })
 	if n := served(t, c, context.Background()); n != 2 {
 		t.Errorf("served collection %d, want the new one", n)
@@ -153,10 +154,10 @@ func TestStaleCollectionNotServed(t *testing.T) {
 // scrape collects again, and the earlier success is not served as if it were fresh.
 func TestFailedCollectionNotReused(t *testing.T) {
 	g := &gatedCollect{}
-	clk := &clock{now: t0}
+	clk := testingclock.NewFakeClock(t0)
 	c := newCollections(g.collect, 10*time.Second, time.Second, clk.Now)
 	served(t, c, context.Background())
-	clk.step(time.Minute)
+	clk.Step(time.Minute)
 	g.err = errors.New("runtime down")
 	if _, err := c.get(context.Background()); !errors.Is(err, g.err) {
 		t.Fatalf("got %v, want the collection's error", err)
@@ -170,7 +171,7 @@ func TestFailedCollectionNotReused(t *testing.T) {
 // TestScrapeCancelled: a scrape that gives up leaves the collection running for others.
 func TestScrapeCancelled(t *testing.T) {
 	g := &gatedCollect{gate: make(chan struct{})}
-	c := newCollections(g.collect, 10*time.Second, time.Second, (&clock{now: t0}).Now)
+	c := newCollections(g.collect, 10*time.Second, time.Second, testingclock.NewFakeClock(t0).Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := c.get(ctx); !errors.Is(err, context.Canceled) {

@@ -19,30 +19,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // A second, in nanoseconds since the epoch, at which the fakes take their figures.
 const taken = int64(1_700_000_000_123_000_000)
 
 var t0 = time.Unix(0, taken)
-
-// clock is a settable time for the collections' ages.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // cri16 is a runtime without pod sandbox metrics, as containerd 1.6 answers.
 type cri16 struct{ *critest.FakeRuntimeService }
@@ -69,8 +52,8 @@ func (f *fakeSummary) Get(context.Context) (*statsapi.Summary, error) {
 	return f.summary, nil
 }
 
-func newTestHandler(o Options) (*Handler, *clock) {
-	c := &clock{now: t0.Add(time.Second)}
+func newTestHandler(o Options) (*Handler, *testingclock.FakeClock) {
+	c := testingclock.NewFakeClock(t0.Add(time.Second))
 	o.now = c.Now
 	return NewHandler(o), c
 }
@@ -144,7 +127,7 @@ func TestDescriptorsReadOnce(t *testing.T) {
 	f := containerd2()
 	h, clk := newTestHandler(Options{Runtime: f, Summary: &fakeSummary{}})
 	scrape := func() {
-		clk.step(time.Minute) // older than MaxAge: every scrape collects
+		clk.Step(time.Minute) // older than MaxAge: every scrape collects
 		h.registry(context.Background())
 	}
 	scrape()
@@ -290,7 +273,7 @@ func TestUnsupportedRuntimeAskedAgainLater(t *testing.T) {
 	summary := &fakeSummary{summary: &statsapi.Summary{}}
 	h, clk := newTestHandler(Options{Runtime: f, Summary: summary})
 	for range 3 {
-		clk.step(time.Minute)
+		clk.Step(time.Minute)
 		h.registry(context.Background())
 	}
 	if got := calls(f, "ListMetricDescriptors"); got != 1 {
@@ -299,7 +282,7 @@ func TestUnsupportedRuntimeAskedAgainLater(t *testing.T) {
 	if summary.calls != 3 {
 		t.Errorf("summary read %d times for 3 collections", summary.calls)
 	}
-	clk.step(recheckUnsupported)
+	clk.Step(recheckUnsupported)
 	err := testutil.GatherAndCompare(h.registry(context.Background()), strings.NewReader(`
 # HELP container_cpu_usage_seconds_total [INTERNAL] Cumulative CPU time consumed in seconds.
 # TYPE container_cpu_usage_seconds_total counter
