@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/container"
@@ -91,17 +92,21 @@ func TestPodPastActiveDeadlineFailsWithDeadlineExceeded(t *testing.T) {
 	k := newTestKubelet(&fakeRuntime{}, &fakeVolumes{}, &ready)
 	pod := testPod("d", "deadline")
 	pod.Spec.ActiveDeadlineSeconds = ptr.To[int64](1)
+	// The start time is kept to the second (RFC 3339), so on the real clock it may already
+	// be up to a second old: the deadline's clock is driven by hand instead.
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	k.deadlines.clock = clk
 	k.handlePodAdditions([]*v1.Pod{pod})
 	eventually(t, "first status", func() bool { _, ok := k.deps.Status.GetPodStatus(pod.UID); return ok })
-	if k.deadlines.pastDeadline(pod) {
-		t.Fatal("deadline passed at once")
-	}
 	st, _ := k.deps.Status.GetPodStatus(pod.UID)
-	started := st.StartTime.Time
+	clk.SetTime(st.StartTime.Add(999 * time.Millisecond))
+	if k.deadlines.pastDeadline(pod) {
+		t.Fatal("deadline passed before its second was up")
+	}
 	if got := k.podsToSync(); containsPod(got, pod.UID) {
 		t.Errorf("pod synced before its deadline")
 	}
-	time.Sleep(time.Until(started.Add(1100 * time.Millisecond)))
+	clk.SetTime(st.StartTime.Add(time.Second))
 	if !containsPod(k.podsToSync(), pod.UID) {
 		t.Fatal("pod past its deadline is not synced")
 	}
