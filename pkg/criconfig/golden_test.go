@@ -47,7 +47,7 @@ func testDNS() *fakeDNS {
 }
 
 func sandboxOpts(dns DNSConfigurer) SandboxOptions {
-	return SandboxOptions{DNS: dns, ClusterDomain: "cluster.local", PodLogsDir: "/var/log/pods", CgroupParent: "/kubepods/pod-u1", CPUCFSQuota: true}
+	return SandboxOptions{DNS: dns, ClusterDomain: "cluster.local", PodLogsDir: "/var/log/pods", CgroupParent: "/kubepods/pod-u1", Resources: ResourceOptions{CPUCFSQuota: true}}
 }
 
 func containerOpts() ContainerOptions {

@@ -2,6 +2,7 @@ package criconfig
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -211,6 +212,42 @@ func TestSandboxResourcesPodLevel(t *testing.T) {
 			}
 			assertProto(t, s.Linux.Resources, tt.resources)
 			assertProto(t, s.Linux.Overhead, tt.overhed)
+		})
+	}
+}
+
+// On cgroup v2 the sandbox's resources (and overhead) ask for the OOM group as the
+// containers' do, unless the node keeps single-process OOM kills; cgroup v1 has none.
+func TestSandboxResourcesOOMGroup(t *testing.T) {
+	pod := podLevelPod(nil, resources(nil, list{"cpu": "1", "memory": "128Mi"}))
+	pod.Spec.Overhead = v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi")}
+	group := map[string]string{"memory.oom.group": "1"}
+	tests := []struct {
+		name  string
+		opts  ResourceOptions
+		group map[string]string
+	}{
+		{"cgroup v2", ResourceOptions{Host: Host{CgroupV2: true}}, group},
+		{"cgroup v2, single-process OOM kills", ResourceOptions{Host: Host{CgroupV2: true}, SingleProcessOOMKill: true}, nil},
+		{"cgroup v1", ResourceOptions{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := sandboxOpts(nil)
+			opts.Resources = tt.opts
+			s, err := GeneratePodSandboxConfig(pod, 0, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Linux.Resources.Unified; !maps.Equal(got, tt.group) {
+				t.Errorf("sandbox resources: unified %v, want %v", got, tt.group)
+			}
+			if got := s.Linux.Overhead.Unified; !maps.Equal(got, tt.group) {
+				t.Errorf("sandbox overhead: unified %v, want %v", got, tt.group)
+			}
+			if s.Linux.Resources.MemoryLimitInBytes != 128<<20 || s.Linux.Overhead.MemoryLimitInBytes != 16<<20 {
+				t.Errorf("memory limits %d and %d", s.Linux.Resources.MemoryLimitInBytes, s.Linux.Overhead.MemoryLimitInBytes)
+			}
 		})
 	}
 }

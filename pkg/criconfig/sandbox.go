@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,10 +25,10 @@ type SandboxOptions struct {
 	CgroupParent   string        // the pod's cgroup, computed by the caller; "" lets the runtime choose
 	SeccompDefault bool          // kept for symmetry with containers: the sandbox is always RuntimeDefault, as upstream
 
-	// CPUCFSQuota and CPUCFSQuotaPeriod make the sandbox's aggregate
-	// resources carry a CFS quota, as the containers' do.
-	CPUCFSQuota       bool
-	CPUCFSQuotaPeriod time.Duration
+	// Resources turns the pod's aggregate resources and overhead into the
+	// sandbox's, as the containers' are made (CFS quota, OOM group); the
+	// per-container settings (OOM score, huge pages, memory QoS) do not apply.
+	Resources ResourceOptions
 
 	// UserNamespace is the pod's user namespace (from pkg/userns), the same for the
 	// sandbox and its containers; nil sends none. A pod with hostUsers: false needs a
@@ -156,7 +155,7 @@ func sandboxLinuxConfig(pod *v1.Pod, opts SandboxOptions) (*runtimeapi.LinuxPodS
 		return nil, err
 	}
 	sc.NamespaceOptions.UsernsOptions = opts.UserNamespace
-	resources := ResourceOptions{CPUCFSQuota: opts.CPUCFSQuota, CPUCFSQuotaPeriod: opts.CPUCFSQuotaPeriod}
+	resources := opts.Resources
 	lc := &runtimeapi.LinuxPodSandboxConfig{
 		CgroupParent:    opts.CgroupParent,
 		SecurityContext: sc,

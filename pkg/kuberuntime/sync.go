@@ -206,14 +206,13 @@ func (m *Manager) generateSandboxConfig(ctx context.Context, pod *v1.Pod, attemp
 		return nil, err
 	}
 	return criconfig.GeneratePodSandboxConfig(pod, attempt, criconfig.SandboxOptions{
-		UserNamespace:     userNamespace,
-		DNS:               m.opts.DNS,
-		ClusterDomain:     m.opts.ClusterDomain,
-		PodLogsDir:        m.opts.PodLogsDir,
-		CgroupParent:      cgroupParent,
-		SeccompDefault:    m.opts.SeccompDefault,
-		CPUCFSQuota:       m.opts.CPUCFSQuota,
-		CPUCFSQuotaPeriod: m.opts.CPUCFSQuotaPeriod,
+		UserNamespace:  userNamespace,
+		DNS:            m.opts.DNS,
+		ClusterDomain:  m.opts.ClusterDomain,
+		PodLogsDir:     m.opts.PodLogsDir,
+		CgroupParent:   cgroupParent,
+		SeccompDefault: m.opts.SeccompDefault,
+		Resources:      m.resourceOptions(),
 	})
 }
 

@@ -130,7 +130,7 @@ func criconfigStart(t *testing.T, pod *v1.Pod) *criconfigRun {
 	logsDir, podDir := t.TempDir(), filepath.Join(t.TempDir(), "pods", string(pod.UID))
 
 	r := &criconfigRun{rs: rs}
-	r.sandbox, err = criconfig.GeneratePodSandboxConfig(pod, 0, criconfig.SandboxOptions{PodLogsDir: logsDir, CPUCFSQuota: true})
+	r.sandbox, err = criconfig.GeneratePodSandboxConfig(pod, 0, criconfig.SandboxOptions{PodLogsDir: logsDir, Resources: criconfig.ResourceOptions{CPUCFSQuota: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
