@@ -571,6 +571,27 @@ func bootstrapTokenID(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+// controllerMarkedNotReady describes the node lifecycle controller's NodeNotReady event
+// for c's node since since, or is "" when there is none within 20 s: the controller's
+// event recorder may still be retrying events it could not write during an outage.
+func controllerMarkedNotReady(t *testing.T, c *clusterNode, since time.Time) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		list, err := c.admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + c.name + ",reason=NodeNotReady",
+		})
+		if err != nil {
+			continue
+		}
+		for _, e := range list.Items {
+			if e.Source.Component == "node-controller" && !e.LastTimestamp.Time.Before(since.Truncate(time.Second)) {
+				return fmt.Sprintf("%q at %v", e.Message, e.LastTimestamp.Time)
+			}
+		}
+	}
+	return ""
+}
+
 func nodeCondition(n *v1.Node, t v1.NodeConditionType) v1.NodeCondition {
 	for _, c := range n.Status.Conditions {
 		if c.Type == t {
@@ -736,8 +757,16 @@ func TestClusterAPIServerOutage(t *testing.T) {
 	t.Logf("status converged %v after the API server came back", took)
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
 	node, _ = c.node(t)
-	if got := nodeCondition(node, v1.NodeReady).LastTransitionTime; !got.Equal(&readySince) {
-		t.Errorf("Ready condition changed during the outage (transition at %v, outage ended %v)", got, back)
+	if got := nodeCondition(node, v1.NodeReady); !got.LastTransitionTime.Equal(&readySince) {
+		// The node lifecycle controller may judge the node from its own stale view of the
+		// lease as the API server comes back, and mark it Unknown before it sees the
+		// renewal (upstream's kubelet meets the same race); nodelet then posts Ready
+		// again. Only a change without the controller's NodeNotReady is nodelet's doing.
+		if by := controllerMarkedNotReady(t, c, back.Add(-outage)); by != "" {
+			t.Logf("the node lifecycle controller marked the node not ready as the API server came back (%s); nodelet posted Ready again at %v", by, got.LastTransitionTime)
+		} else {
+			t.Errorf("Ready condition changed during the outage (transition at %v, reason %s, outage ended %v)", got.LastTransitionTime, got.Reason, back)
+		}
 	}
 	if after := c.containerIDs(t, "steady"); !sameIDs(before, after) {
 		t.Errorf("steady pod's containers changed across the outage: %v -> %v", before, after)
