@@ -38,6 +38,10 @@ on_containerd2() {
 		-skip 'TestCluster|TestKubeletAPI|TestKubectl|TestKubeadm' ./test/e2e/... ./pkg/cri/ ./pkg/pleg/
 }
 
+# Upstream's kubelet (the switch tests) is built with the control plane's binaries but
+# not by `up`: build whatever is missing first, so that a fresh machine has it too.
+hack/controlplane.sh build
+
 for r in $runtimes; do
 	echo "== e2e on containerd $r" >&2
 	case $r in
