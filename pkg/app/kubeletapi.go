@@ -17,7 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/metrics"
-	"github.com/nodelet/nodelet/pkg/metrics/cadvisor"
+	"github.com/nodelet/nodelet/pkg/node/cadvisor"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/stats"
 )
