@@ -31,7 +31,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 func TestRealRuntimeGarbageCollect(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 // pruneInitContainersBeforeStart keeps only the newest exited instance of each init

@@ -15,9 +15,9 @@ import (
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 // GetPods lists the pods found in the runtime, grouped by the pod UID of their sandbox

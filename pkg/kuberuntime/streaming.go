@@ -13,8 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/cri"
 	"github.com/nodelet/nodelet/pkg/logs"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 // GetExec returns the runtime's streaming URL for an exec session.

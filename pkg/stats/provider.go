@@ -25,7 +25,7 @@ import (
 )
 
 // RuntimeService is the part of the CRI runtime service the provider calls;
-// k8s.io/cri-api's internalapi.RuntimeService (nodelet's pkg/cri) has it.
+// k8s.io/cri-api's internalapi.RuntimeService (nodelet's pkg/runtime/cri) has it.
 type RuntimeService interface {
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)

@@ -28,10 +28,10 @@ import (
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
-// Runtime is the part of the CRI runtime service the endpoint reads; pkg/cri's has it.
+// Runtime is the part of the CRI runtime service the endpoint reads; pkg/runtime/cri's has it.
 type Runtime interface {
 	ListMetricDescriptors(ctx context.Context) ([]*runtimeapi.MetricDescriptor, error)
 	ListPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodSandboxMetrics, error)

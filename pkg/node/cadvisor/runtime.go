@@ -10,7 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 // errNoDescriptors: the runtime implements ListMetricDescriptors but describes no metric

@@ -10,7 +10,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 // Exec runs cmd in the container: exit code 0 passes, any other fails, and so does running

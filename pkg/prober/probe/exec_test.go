@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nodelet/nodelet/pkg/container"
-	"github.com/nodelet/nodelet/pkg/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 type stubRunner struct {

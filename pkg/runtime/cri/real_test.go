@@ -2,7 +2,7 @@
 
 // Run against a real runtime with
 //
-//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev2/containerd.sock go test -tags e2e -run Real -v ./pkg/cri/
+//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev2/containerd.sock go test -tags e2e -run Real -v ./pkg/runtime/cri/
 package cri
 
 import (
