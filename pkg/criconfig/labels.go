@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // Label and annotation keys. They are the kubelet's own, so that a

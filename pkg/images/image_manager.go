@@ -15,9 +15,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // Event reasons, as upstream's pkg/kubelet/events.

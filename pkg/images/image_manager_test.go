@@ -19,7 +19,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 var containerRef = &v1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", FieldPath: "spec.containers{c}"}

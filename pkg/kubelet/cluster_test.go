@@ -11,9 +11,9 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // fakeMirror records mirror pod calls.

@@ -12,8 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // recordingCgroups is a container manager's pod cgroups in memory: EnsurePod creates

@@ -10,10 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 func fromSource(pod *v1.Pod, source string) *v1.Pod {

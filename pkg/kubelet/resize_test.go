@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // cpuAdmitter admits pods while their CPU requests fit in capacity millicores, with

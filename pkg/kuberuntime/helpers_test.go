@@ -17,8 +17,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodelet/nodelet/pkg/allocation"
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 const testImage = "docker.io/library/busybox:1.36"

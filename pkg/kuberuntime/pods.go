@@ -14,9 +14,9 @@ import (
 	"k8s.io/klog/v2"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 

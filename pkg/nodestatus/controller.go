@@ -21,7 +21,7 @@ import (
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 const (

@@ -37,8 +37,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // Upstream's settings for the relisting fallback of an evented PLEG.

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // fakeEvents is a runtime's container event stream that the test feeds and breaks.

@@ -3,8 +3,8 @@ package pleg
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // containerStates are the states kubelet_running_containers reports, zero included so a

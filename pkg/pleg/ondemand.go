@@ -7,9 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // askedWork is what the relist loop was asked to do out of turn. It is coalesced: per

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // RuntimeCachePeriod is how old a listing may be to stand in for a new one, for readers

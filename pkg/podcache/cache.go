@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // Cache stores the latest PodStatus of every pod the runtime knows. Every entry is at least

@@ -15,10 +15,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // SyncPodType says why a pod is being synced.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/prober/results"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // Manager manages pod probing.

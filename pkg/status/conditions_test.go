@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 func checkCondition(t *testing.T, got v1.PodCondition, typ v1.PodConditionType, status v1.ConditionStatus, reason, message string) {

@@ -11,9 +11,9 @@ import (
 	"k8s.io/klog/v2"
 	utilnet "k8s.io/utils/net"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 	"github.com/nodelet/nodelet/pkg/qos"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // GenerateOptions carries what GenerateAPIPodStatus needs beyond the pod and the runtime.

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // testManager is a manager with a settable clock.

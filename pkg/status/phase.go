@@ -3,8 +3,8 @@ package status
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // phaseCounts tallies container states for getPhase.

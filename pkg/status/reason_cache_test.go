@@ -3,7 +3,7 @@ package status
 import (
 	"testing"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 func TestReasonCache(t *testing.T) {

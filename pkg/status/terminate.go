@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/container"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // maxPodTerminationMessageLogLength bounds the termination messages of all of a pod's

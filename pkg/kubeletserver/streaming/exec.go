@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 // streamOptions are the streams a client asks for in exec and attach.

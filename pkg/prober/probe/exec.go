@@ -9,7 +9,7 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/nodelet/nodelet/pkg/container"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
