@@ -2,7 +2,7 @@
 
 // Tests against the real containerd of the dev rig. Run with
 //
-//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev/containerd.sock go test -tags e2e -run Real ./pkg/kuberuntime/
+//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev/containerd.sock go test -tags e2e -run Real ./pkg/runtime/kuberuntime/
 package kuberuntime
 
 import (
