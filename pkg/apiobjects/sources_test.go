@@ -16,7 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 var _ criconfig.EnvSources = (*Sources)(nil)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/userns"
 )
 

@@ -16,12 +16,12 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/apiobjects"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/kubeclient"
 	"github.com/nodelet/nodelet/pkg/mirror"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/token"
 	"github.com/nodelet/nodelet/pkg/volumes"

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/qos"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // Units of the CPU controller, as upstream's container manager uses them.

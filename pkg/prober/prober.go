@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/prober/probe"
 	"github.com/nodelet/nodelet/pkg/prober/results"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // maxProbeRetries is how often a probe that errors (could not be run at all) is tried

@@ -8,7 +8,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // Pod-level resources in the pod status (upstream's InPlacePodLevelResourcesVerticalScaling,

@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // MountsFor translates the container's volumeMounts into CRI mounts. The

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	internalapi "k8s.io/cri-api/pkg/apis"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // clusterNode is a nodelet joined to the project's control plane (hack/controlplane.sh,

@@ -19,14 +19,14 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 const criconfigBusybox = "docker.io/library/busybox:1.36"
 
 // TestCRIConfigRunsBusybox runs a sandbox and a container built by
-// pkg/criconfig straight through pkg/runtime/cri, and checks that the container sees
+// pkg/runtime/criconfig straight through pkg/runtime/cri, and checks that the container sees
 // the generated env and hostname, logs where the config says, and gets its
 // termination-message file.
 func TestCRIConfigRunsBusybox(t *testing.T) {

@@ -11,10 +11,10 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // KillPod stops every container of runningPod in parallel, then every sandbox. pod may be

@@ -14,10 +14,10 @@ import (
 	"k8s.io/klog/v2"
 	kubelettypes "k8s.io/kubelet/pkg/types"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // GetPods lists the pods found in the runtime, grouped by the pod UID of their sandbox

@@ -13,8 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/allocation"
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // In-place resize (upstream's computePodResizeAction and doPodResizeAction). The pod given

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/volumes/atomic"
 )
 

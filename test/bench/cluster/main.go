@@ -58,8 +58,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/test/internal/host"
 )
 

@@ -15,7 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodelet/nodelet/pkg/cm"
-	"github.com/nodelet/nodelet/pkg/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 // The containerd floor: the same pods started with direct CRI calls (RunPodSandbox,

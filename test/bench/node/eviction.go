@@ -14,8 +14,8 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/criconfig"
 	"github.com/nodelet/nodelet/pkg/eviction"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/stats"
 	"github.com/nodelet/nodelet/test/internal/host"
 )
