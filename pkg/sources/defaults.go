@@ -3,7 +3,7 @@ package sources
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/pkg/images"
+	"github.com/nodelet/nodelet/pkg/runtime/images"
 )
 
 // Default values of the v1 API (k8s.io/kubernetes/pkg/apis/core/v1/defaults.go).

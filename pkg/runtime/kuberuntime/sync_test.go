@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/images"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
+	"github.com/nodelet/nodelet/pkg/runtime/images"
 )
 
 func syncPod(t *testing.T, env *testEnv, pod *v1.Pod, backOff *flowcontrol.Backoff) *container.PodSyncResult {
