@@ -25,7 +25,7 @@ on_containerd16() {
 	ms_env=$(hack/metrics-server.sh up)
 	export "${ms_env?}"
 	"$GO" test -count=1 -p 1 -timeout 40m -tags e2e "${run[@]}" \
-		./test/e2e/... ./pkg/runtime/cri/ ./pkg/pleg/ ./pkg/imagegc/ ./pkg/runtime/kuberuntime/
+		./test/e2e/... ./pkg/runtime/cri/ ./pkg/pleg/ ./pkg/runtime/imagegc/ ./pkg/runtime/kuberuntime/
 }
 
 on_containerd2() {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/eviction"
-	"github.com/nodelet/nodelet/pkg/imagegc"
 	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/oomwatcher"
+	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/stats"
 )
 

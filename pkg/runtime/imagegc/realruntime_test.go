@@ -6,7 +6,7 @@
 // candidates. Run, holding the rigs' lock, with
 //
 //	flock /run/nodelet-shared.lock env CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-e2e/containerd.sock \
-//	    go test -tags e2e -count=1 -run Real ./pkg/imagegc/
+//	    go test -tags e2e -count=1 -run Real ./pkg/runtime/imagegc/
 package imagegc
 
 import (
