@@ -9,9 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/logs"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/logs"
 )
 
 // Limits on termination messages, as upstream's kubecontainer constants.
