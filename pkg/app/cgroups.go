@@ -11,7 +11,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/userns"
+	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
 
 // newContainerManager builds the container manager from the configuration: the QoS

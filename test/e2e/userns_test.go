@@ -28,7 +28,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/userns"
+	"github.com/nodelet/nodelet/pkg/runtime/userns"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
 

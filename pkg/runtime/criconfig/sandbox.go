@@ -30,7 +30,7 @@ type SandboxOptions struct {
 	// per-container settings (OOM score, huge pages, memory QoS) do not apply.
 	Resources ResourceOptions
 
-	// UserNamespace is the pod's user namespace (from pkg/userns), the same for the
+	// UserNamespace is the pod's user namespace (from pkg/runtime/userns), the same for the
 	// sandbox and its containers; nil sends none. A pod with hostUsers: false needs a
 	// POD-mode one.
 	UserNamespace *runtimeapi.UserNamespace

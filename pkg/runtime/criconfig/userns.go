@@ -10,7 +10,7 @@ import (
 
 // ErrUserNamespacesNotSupported refuses a pod with hostUsers: false for which the caller
 // has no user namespace mapping. The runtime manager normally refuses such a pod earlier,
-// with the reason (see pkg/userns); this is the backstop.
+// with the reason (see pkg/runtime/userns); this is the backstop.
 var ErrUserNamespacesNotSupported = errors.New("can't set `spec.hostUsers: false`: no user namespace mapping for the pod (user namespaces are not enabled)")
 
 // checkUserNamespace refuses to run a pod that asked for its own user namespace in the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/userns"
+	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
 
 // usernsRecorder keeps the configs the runtime was asked to create.
