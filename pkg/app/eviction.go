@@ -13,8 +13,8 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/eviction"
-	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/oomwatcher"
+	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/stats"
 )

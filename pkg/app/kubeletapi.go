@@ -12,12 +12,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/kubelet"
 	"github.com/nodelet/nodelet/pkg/kubeletserver"
 	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/node/cadvisor"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/stats"
 )
