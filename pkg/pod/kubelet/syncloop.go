@@ -10,9 +10,9 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/pleg"
+	"github.com/nodelet/nodelet/pkg/pod/sources"
 	"github.com/nodelet/nodelet/pkg/podworkers"
 	"github.com/nodelet/nodelet/pkg/prober/results"
-	"github.com/nodelet/nodelet/pkg/sources"
 )
 
 type podUpdate = sources.PodUpdate

@@ -3,7 +3,7 @@
 # (and in ../kubeadm) and writes them to uids.json, the expectations of
 # TestStaticPodUIDsMatchUpstream. Run as root from anywhere:
 #
-#   KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet pkg/sources/testdata/staticuid/record.sh
+#   KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet pkg/pod/sources/testdata/staticuid/record.sh
 #
 # It starts a containerd of its own (hack/runtime.sh with the nodelet-uid directories),
 # copies the manifests to $MANIFESTS, serves url/*.yaml over HTTP, and runs the kubelet in
