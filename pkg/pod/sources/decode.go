@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/dump"
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
+	"github.com/nodelet/nodelet/pkg/pod/podvalidation"
 	"github.com/nodelet/nodelet/pkg/pod/sources/internal/core"
-	"github.com/nodelet/nodelet/pkg/podvalidation"
 )
 
 // podDecoder decodes v1 Pods and PodLists only. It is lenient like upstream's decoder:

@@ -14,7 +14,7 @@ import (
 	utilio "k8s.io/utils/io"
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
-	"github.com/nodelet/nodelet/pkg/podvalidation"
+	"github.com/nodelet/nodelet/pkg/pod/podvalidation"
 )
 
 // httpTimeout bounds one GET; a timed out GET is simply retried next period.

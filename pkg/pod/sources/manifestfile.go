@@ -10,7 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodelet/nodelet/pkg/podvalidation"
+	"github.com/nodelet/nodelet/pkg/pod/podvalidation"
 )
 
 // maxManifestSize bounds a manifest file or URL body: the API server's limit on a request
