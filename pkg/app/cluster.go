@@ -20,7 +20,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubeclient"
 	"github.com/nodelet/nodelet/pkg/mirror"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
-	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/token"

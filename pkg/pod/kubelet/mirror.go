@@ -10,7 +10,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/mirror"
-	"github.com/nodelet/nodelet/pkg/podmanager"
+	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 )
 
 // syncMirrorPod keeps a static pod's mirror pod in line (upstream's SyncPod mirror step):
