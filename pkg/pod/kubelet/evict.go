@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/podworkers"
+	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 )
 
 // minKillTimeout is the least a caller of KillPodNow waits (upstream's killPodNow).
