@@ -25,7 +25,7 @@ on_containerd16() {
 	ms_env=$(hack/metrics-server.sh up)
 	export "${ms_env?}"
 	"$GO" test -count=1 -p 1 -timeout 40m -tags e2e "${run[@]}" \
-		./test/e2e/... ./pkg/runtime/cri/ ./pkg/pleg/ ./pkg/runtime/imagegc/ ./pkg/runtime/kuberuntime/
+		./test/e2e/... ./pkg/runtime/cri/ ./pkg/pod/pleg/ ./pkg/runtime/imagegc/ ./pkg/runtime/kuberuntime/
 }
 
 on_containerd2() {
@@ -35,7 +35,7 @@ on_containerd2() {
 	# The registry tests write containerd's hosts config under the dev rig's state dir.
 	export NODELET_STATE_DIR=/var/lib/nodelet-dev2
 	"$GO" test -count=1 -p 1 -timeout 30m -tags e2e "${run[@]}" \
-		-skip 'TestCluster|TestKubeletAPI|TestKubectl|TestKubeadm' ./test/e2e/... ./pkg/runtime/cri/ ./pkg/pleg/
+		-skip 'TestCluster|TestKubeletAPI|TestKubectl|TestKubeadm' ./test/e2e/... ./pkg/runtime/cri/ ./pkg/pod/pleg/
 }
 
 # Upstream's kubelet (the switch tests) is built with the control plane's binaries but

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
-	"github.com/nodelet/nodelet/pkg/pleg"
+	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/pod/sources"
 	"github.com/nodelet/nodelet/pkg/podcache"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
-	"github.com/nodelet/nodelet/pkg/pleg"
+	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/podcache"

@@ -2,7 +2,7 @@
 
 // Tests against a real containerd. Run with, for containerd 2.x (container events):
 //
-//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev2/containerd.sock go test -tags e2e -run Real -v ./pkg/pleg/
+//	CONTAINER_RUNTIME_ENDPOINT=unix:///run/nodelet-dev2/containerd.sock go test -tags e2e -run Real -v ./pkg/pod/pleg/
 //
 // and with the containerd 1.6 rig (no events: relisting only) the same way. The tests
 // only touch the pods they create.
