@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/pod/podcache"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
-	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/pod/podcache"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 

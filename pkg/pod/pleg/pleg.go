@@ -1,5 +1,5 @@
 // Package pleg is the pod lifecycle event generator: it turns changes in the runtime's
-// containers into events for the kubelet loop and keeps the pod cache (pkg/podcache) fresh.
+// containers into events for the kubelet loop and keeps the pod cache (pkg/pod/podcache) fresh.
 // GenericPLEG relists the runtime every second; EventedPLEG (evented.go) relists the pod
 // of each of the runtime's CRI container events at once and, while those flow, stretches
 // the periodic relist to five minutes. New picks one from the feature gates.

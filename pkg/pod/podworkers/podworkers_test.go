@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodelet/nodelet/pkg/podcache"
+	"github.com/nodelet/nodelet/pkg/pod/podcache"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
