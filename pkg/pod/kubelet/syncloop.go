@@ -11,8 +11,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
+	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/pod/sources"
-	"github.com/nodelet/nodelet/pkg/prober/results"
 )
 
 type podUpdate = sources.PodUpdate
