@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodelet/nodelet/pkg/admission"
-	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 )
 
 // testManager is an allocation manager over a 4-CPU node with pkg/admission's admit

@@ -21,8 +21,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/mirror"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/token"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )

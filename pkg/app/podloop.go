@@ -36,6 +36,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/pod/prober"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/pod/sources"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
@@ -46,7 +47,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
 	"github.com/nodelet/nodelet/pkg/server"
 	"github.com/nodelet/nodelet/pkg/stats"
-	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
-	"github.com/nodelet/nodelet/pkg/status"
 )
 
 var containerIDPattern = regexp.MustCompile(`^containerd://[0-9a-f]{64}$`)

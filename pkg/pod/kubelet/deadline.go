@@ -7,7 +7,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 )
 
 // Upstream's reason and message for a pod past spec.activeDeadlineSeconds.

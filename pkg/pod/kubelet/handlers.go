@@ -14,7 +14,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
-	"github.com/nodelet/nodelet/pkg/status"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 )
 
 // handlePodAdditions admits new pods, oldest first, and starts their workers. A mirror pod

@@ -21,8 +21,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/pod/sources"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
-	"github.com/nodelet/nodelet/pkg/status"
 )
 
 // fakeRuntime implements what the loop calls; the embedded interface panics on the rest.

@@ -20,8 +20,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
-	"github.com/nodelet/nodelet/pkg/status"
 )
 
 // Volumes prepares and releases pod volumes and directories.

@@ -15,9 +15,9 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
-	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
 

@@ -8,8 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
-	"github.com/nodelet/nodelet/pkg/status"
 )
 
 // restartVariant is one combination of container-level restart settings.

@@ -12,8 +12,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
-	"github.com/nodelet/nodelet/pkg/status"
 )
 
 // secretStore is a criconfig.EnvSources holding secrets only, filled as a test goes.

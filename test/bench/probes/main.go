@@ -36,12 +36,12 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/pod/prober"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
+	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/status"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
