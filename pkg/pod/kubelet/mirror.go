@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
-	"github.com/nodelet/nodelet/pkg/mirror"
+	"github.com/nodelet/nodelet/pkg/pod/mirror"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 )
 
