@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodelet/nodelet/pkg/admission"
+	"github.com/nodelet/nodelet/pkg/pod/admission"
 	"github.com/nodelet/nodelet/pkg/pod/status"
 )
 
-// testManager is an allocation manager over a 4-CPU node with pkg/admission's admit
+// testManager is an allocation manager over a 4-CPU node with pkg/pod/admission's admit
 // handlers, the status package's resize conditions, and pods kept in a map.
 type testManager struct {
 	*Manager

@@ -21,7 +21,6 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/admission"
 	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/config"
@@ -29,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/pod/admission"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podcache"
@@ -216,7 +216,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	return nil
 }
 
-// admitterAdapter adapts pkg/admission's results to the loop's Admitter.
+// admitterAdapter adapts pkg/pod/admission's results to the loop's Admitter.
 type admitterAdapter struct{ a *admission.Admitter }
 
 func (a admitterAdapter) Admit(pod *v1.Pod, active []*v1.Pod) (bool, string, string) {

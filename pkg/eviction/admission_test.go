@@ -8,14 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/pkg/admission"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
+	"github.com/nodelet/nodelet/pkg/pod/admission"
 )
 
 // *Manager is what node status asks about pressure.
 var _ nodestatus.Pressure = (*Manager)(nil)
 
-// TestAdmissionUnderPressure wires the manager into pkg/admission as the
+// TestAdmissionUnderPressure wires the manager into pkg/pod/admission as the
 // kubelet does (Options.PressureConditions) and checks upstream's eviction
 // admit handler's answers.
 func TestAdmissionUnderPressure(t *testing.T) {

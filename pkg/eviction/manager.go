@@ -168,7 +168,7 @@ func (m *Manager) Start(ctx context.Context) {
 }
 
 // PressureConditions are the pressure conditions the node has now, in the
-// order MemoryPressure, DiskPressure, PIDPressure: what pkg/admission's
+// order MemoryPressure, DiskPressure, PIDPressure: what pkg/pod/admission's
 // Options.PressureConditions wants.
 func (m *Manager) PressureConditions() []v1.NodeConditionType {
 	m.mu.RLock()

@@ -79,7 +79,7 @@ func (k *Kubelet) resumeResizes(pods []*v1.Pod, pending []types.UID) {
 	}
 }
 
-// admit applies the admission rules (pkg/admission through Deps.Admitter) to a new pod,
+// admit applies the admission rules (pkg/pod/admission through Deps.Admitter) to a new pod,
 // against the pods already admitted that are still active, with their allocated
 // resources; an admitted pod's resources are allocated.
 func (k *Kubelet) admit(pod *v1.Pod) (reason, message string, ok bool) {

@@ -61,7 +61,7 @@ type Prober interface {
 }
 
 // Admitter decides whether a new pod may run, given the pods already admitted and still
-// active (upstream's admit handlers; pkg/admission). A refused pod fails with the reason.
+// active (upstream's admit handlers; pkg/pod/admission). A refused pod fails with the reason.
 type Admitter interface {
 	Admit(pod *v1.Pod, active []*v1.Pod) (ok bool, reason, message string)
 	// AdmitResize decides whether an admitted pod's new resources fit next to the other
