@@ -21,7 +21,6 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/events"
@@ -29,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pod/admission"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podcache"

@@ -9,10 +9,10 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/pod/status"
 )

@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/pod/podcache"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"

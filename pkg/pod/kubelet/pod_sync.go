@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/podworkers"
 	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/container"

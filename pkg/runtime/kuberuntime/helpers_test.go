@@ -16,7 +16,7 @@ import (
 	critest "k8s.io/cri-api/pkg/apis/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )

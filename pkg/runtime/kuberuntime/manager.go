@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"

@@ -12,7 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/allocation"
+	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
