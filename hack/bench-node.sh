@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Node-level benchmarks, nodelet only (no upstream column), printing their figures:
 #
-#   - the container manager's cost per pod start: pkg/cm EnsurePod and Remove on this
+#   - the container manager's cost per pod start: pkg/node/cm EnsurePod and Remove on this
 #     host's cgroup filesystem with 100 active pods (test/bench/cgroups, issue 11);
 #   - a standalone nodelet with 100 pods on containerd 2.x: idle CPU and container
 #     exit → restarted with the relisting vs the evented PLEG (issue 12), and the

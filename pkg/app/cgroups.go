@@ -7,8 +7,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodelet/nodelet/pkg/cm"
 	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"

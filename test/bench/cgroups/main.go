@@ -1,4 +1,4 @@
-// Command cgroups measures what the container manager (pkg/cm) costs per pod on this
+// Command cgroups measures what the container manager (pkg/node/cm) costs per pod on this
 // host's real cgroup filesystem: ContainerManager.EnsurePod, which a pod start calls
 // before its sandbox (QoS cgroups updated for the new pod, the pod cgroup created and
 // limited), and Remove, which a pod's cleanup calls. It runs nodelet's default settings
@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/cm"
+	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/test/internal/host"
 )

@@ -14,7 +14,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodelet/nodelet/pkg/cm"
+	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
