@@ -12,7 +12,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/eviction"
+	"github.com/nodelet/nodelet/pkg/node/eviction"
 	"github.com/nodelet/nodelet/pkg/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
