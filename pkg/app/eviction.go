@@ -13,7 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
-	"github.com/nodelet/nodelet/pkg/oomwatcher"
+	"github.com/nodelet/nodelet/pkg/node/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/stats"
