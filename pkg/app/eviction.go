@@ -14,9 +14,9 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
 	"github.com/nodelet/nodelet/pkg/node/oomwatcher"
+	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
-	"github.com/nodelet/nodelet/pkg/stats"
 )
 
 // errNotReady answers the eviction manager before the loop and stats exist.

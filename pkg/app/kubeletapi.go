@@ -16,10 +16,10 @@ import (
 	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/node/cadvisor"
+	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/stats"
 )
 
 // servesKubeletAPI decides whether the kubelet API (port, readOnlyPort) is served:

@@ -26,6 +26,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/nodestatus"
 	"github.com/nodelet/nodelet/pkg/pod/admission"
 	"github.com/nodelet/nodelet/pkg/pod/allocation"
@@ -46,7 +47,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
 	"github.com/nodelet/nodelet/pkg/server"
-	"github.com/nodelet/nodelet/pkg/stats"
 	"github.com/nodelet/nodelet/pkg/volumes"
 )
 

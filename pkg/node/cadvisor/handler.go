@@ -38,7 +38,7 @@ type Runtime interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 }
 
-// Summary is the kubelet's stats summary (pkg/stats's Provider).
+// Summary is the kubelet's stats summary (pkg/node/stats's Provider).
 type Summary interface {
 	Get(ctx context.Context) (*statsapi.Summary, error)
 }

@@ -152,7 +152,7 @@ func TestDescriptorsReadOnce(t *testing.T) {
 }
 
 // summaryFixture is a pod "web" with containers app and side and a network interface,
-// as pkg/stats summarizes it, and the runtime's and the kubelet's views of it.
+// as pkg/node/stats summarizes it, and the runtime's and the kubelet's views of it.
 func summaryFixture() (cri16, *fakeSummary, func() []*v1.Pod) {
 	ts := metav1.NewTime(t0)
 	u := func(v uint64) *uint64 { return &v }

@@ -50,7 +50,7 @@ type KillPodFunc func(pod *v1.Pod, statusFn func(*v1.PodStatus), gracePeriodOver
 // Deps are the manager's collaborators. Summary, ActivePods and KillPod are
 // required.
 type Deps struct {
-	// Summary returns a full stats summary (pkg/stats Provider.Get).
+	// Summary returns a full stats summary (pkg/node/stats Provider.Get).
 	Summary func(ctx context.Context) (*statsapi.Summary, error)
 	// NodeSummary, optional, returns the summary without pods (Provider.GetNode): while
 	// no threshold is met and no pod has a local storage limit, that is all a check

@@ -15,13 +15,13 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
+	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/stats"
 	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // evictionCost is the eviction manager's cost measured in this process: nodelet's
-// pkg/stats Provider and pkg/node/eviction Manager, built as nodelet builds them with the
+// pkg/node/stats Provider and pkg/node/eviction Manager, built as nodelet builds them with the
 // default thresholds, checking the node's pods (nodelet is stopped meanwhile: its pods
 // keep running) as fast as they can in turn, for syncs checks after a warm-up.
 type evictionCost struct {

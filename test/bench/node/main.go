@@ -418,7 +418,7 @@ func printRestarts(results map[string][]window, o options) {
 }
 
 func printEviction(e evictionCost) {
-	fmt.Printf("eviction manager measured in this process (pkg/stats Provider + pkg/node/eviction Manager, default evictionHard, %d pods, nodelet stopped): %d checks back to back\n", e.pods, e.syncs)
+	fmt.Printf("eviction manager measured in this process (pkg/node/stats Provider + pkg/node/eviction Manager, default evictionHard, %d pods, nodelet stopped): %d checks back to back\n", e.pods, e.syncs)
 	fmt.Printf("  per check: %.1f ms wall; CPU %.1f ms here, %.1f ms containerd, %.1f ms shims\n", ms(e.wall), ms(e.self), ms(e.containerd), ms(e.shims))
 	fmt.Printf("  at one check per %v: %.3f CPU-s per minute here, %.3f containerd, %.3f shims; pressure conditions %v, evictions attempted %d\n",
 		evictionPeriod, e.perMinute(e.self), e.perMinute(e.containerd), e.perMinute(e.shims), e.conditions, e.evictedPods)
