@@ -28,6 +28,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/stats"
+	"github.com/nodelet/nodelet/pkg/node/volumes"
 	"github.com/nodelet/nodelet/pkg/pod/admission"
 	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
@@ -47,7 +48,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
 	"github.com/nodelet/nodelet/pkg/server"
-	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
 // plegChannelCapacity is upstream's PLEG event buffer.

@@ -34,6 +34,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes"
 	"github.com/nodelet/nodelet/pkg/pod/prober"
 	"github.com/nodelet/nodelet/pkg/pod/prober/results"
 	"github.com/nodelet/nodelet/pkg/pod/status"
@@ -42,7 +43,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100 on Linux).

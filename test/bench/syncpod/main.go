@@ -27,11 +27,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/volumes"
 )
 
 func main() {

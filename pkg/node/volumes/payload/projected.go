@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
-	"github.com/nodelet/nodelet/pkg/volumes/atomic"
+	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
 )
 
 // Tokens issues the service-account token of a projected

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/nodelet/nodelet/pkg/volumes/atomic"
+	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
 )
 
 // DefaultMode is the mode of a volume file when neither the item nor the

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/volumes/atomic"
 )
 
 // DownwardAPI returns the files of a downwardAPI volume. nodeAllocatable

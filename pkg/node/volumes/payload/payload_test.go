@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodelet/nodelet/pkg/volumes/atomic"
+	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
 )
 
 // fakeObjects serves configMaps and secrets from maps keyed "ns/name", with

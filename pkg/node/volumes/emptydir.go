@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodelet/nodelet/pkg/volumes/ownership"
+	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 )
 
 // emptyDirPerm lets every user in the pod's containers write the volume, as

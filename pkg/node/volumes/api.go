@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/volumes/atomic"
-	"github.com/nodelet/nodelet/pkg/volumes/ownership"
-	"github.com/nodelet/nodelet/pkg/volumes/payload"
+	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
+	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
+	"github.com/nodelet/nodelet/pkg/node/volumes/payload"
 )
 
 // Plugin directories under a pod's volumes directory, named as upstream's plugins

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodelet/nodelet/pkg/volumes/ownership"
+	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 )
 
 // localVolumePluginDir holds the bind mounts of local persistent volumes, as upstream's
