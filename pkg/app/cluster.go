@@ -19,12 +19,12 @@ import (
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/kubeclient"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
+	"github.com/nodelet/nodelet/pkg/node/token"
 	"github.com/nodelet/nodelet/pkg/node/volumes"
 	"github.com/nodelet/nodelet/pkg/pod/mirror"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/token"
 )
 
 // firstProbeTimeout bounds the start-up look at the API server.
