@@ -11,9 +11,9 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/api/kubeletserver"
+	"github.com/nodelet/nodelet/pkg/api/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/kubeletserver"
-	"github.com/nodelet/nodelet/pkg/kubeletserver/streaming"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/node/cadvisor"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"

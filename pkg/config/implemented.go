@@ -83,7 +83,7 @@ var implementedFields = map[string]bool{
 	"enableControllerAttachDetach":  true,
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
-	// The kubelet API server (pkg/kubeletserver).
+	// The kubelet API server (pkg/api/kubeletserver).
 	"enableServer":              true,
 	"volumeStatsAggPeriod":      true,
 	"port":                      true,
