@@ -21,6 +21,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/api/server"
 	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/events"
@@ -47,7 +48,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
-	"github.com/nodelet/nodelet/pkg/server"
 )
 
 // plegChannelCapacity is upstream's PLEG event buffer.

@@ -17,7 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/nodelet/nodelet/pkg/server"
+	"github.com/nodelet/nodelet/pkg/api/server"
 )
 
 // SocketPath is where a nodelet with this root directory serves its local API.

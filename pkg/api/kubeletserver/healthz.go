@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/server"
+	"github.com/nodelet/nodelet/pkg/api/server"
 )
 
 // installHealthz serves /healthz as upstream's healthz package does: every check at

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nodelet/nodelet/pkg/server"
+	"github.com/nodelet/nodelet/pkg/api/server"
 )
 
 // openOptions let anyone in (anonymous, AlwaysAllow), to test what the routes answer.

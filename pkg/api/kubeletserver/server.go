@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	kc "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodelet/nodelet/pkg/server"
+	"github.com/nodelet/nodelet/pkg/api/server"
 )
 
 // Host is what the server needs from the kubelet.
