@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodelet/nodelet/pkg/cli"
+	"github.com/nodelet/nodelet/pkg/api/cli"
 	"github.com/nodelet/nodelet/pkg/config"
 )
 

@@ -21,8 +21,8 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/api/cli"
 	"github.com/nodelet/nodelet/pkg/api/server"
-	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/kubetypes"

@@ -19,8 +19,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodelet/nodelet/pkg/api/cli"
 	"github.com/nodelet/nodelet/pkg/api/server"
-	"github.com/nodelet/nodelet/pkg/cli"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
