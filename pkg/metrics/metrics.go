@@ -6,7 +6,7 @@
 // The metrics are package-wide, as upstream's are: there is one kubelet per process, and
 // the packages that observe them (pod workers, PLEG, runtime manager, status manager, the
 // loop) then need no wiring. The runtime client (pkg/runtime/cri), the prober (pkg/pod/prober) and
-// the client certificate (pkg/kubeclient) keep their own metrics and register them on the
+// the client certificate (pkg/api/kubeclient) keep their own metrics and register them on the
 // registries built here.
 package metrics
 

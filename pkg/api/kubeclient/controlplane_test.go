@@ -15,7 +15,7 @@ import (
 )
 
 // These tests run against the shared test control plane (hack/controlplane.sh)
-// only when asked: NODELET_KUBECLIENT_CP=1 go test -run ControlPlane ./pkg/kubeclient/
+// only when asked: NODELET_KUBECLIENT_CP=1 go test -run ControlPlane ./pkg/api/kubeclient/
 // They bootstrap real certificates (the controller manager approves and signs
 // them) for throw-away node names; nothing else in the cluster is changed.
 
