@@ -14,8 +14,8 @@ import (
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/api/apiobjects"
 	"github.com/nodelet/nodelet/pkg/api/kubeclient"
-	"github.com/nodelet/nodelet/pkg/apiobjects"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"

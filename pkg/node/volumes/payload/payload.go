@@ -21,7 +21,7 @@ import (
 const DefaultMode int32 = 0o644
 
 // Objects reads the configMaps and secrets a pod refers to. A missing object
-// is an API NotFound error (pkg/apiobjects.Sources satisfies this).
+// is an API NotFound error (pkg/api/apiobjects.Sources satisfies this).
 type Objects interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)

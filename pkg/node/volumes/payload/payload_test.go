@@ -16,7 +16,7 @@ import (
 )
 
 // fakeObjects serves configMaps and secrets from maps keyed "ns/name", with
-// NotFound errors worded as pkg/apiobjects words them.
+// NotFound errors worded as pkg/api/apiobjects words them.
 type fakeObjects struct {
 	configMaps map[string]*v1.ConfigMap
 	secrets    map[string]*v1.Secret
