@@ -15,9 +15,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/api/apiobjects"
+	"github.com/nodelet/nodelet/pkg/api/events"
 	"github.com/nodelet/nodelet/pkg/api/kubeclient"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/token"
 	"github.com/nodelet/nodelet/pkg/node/volumes"

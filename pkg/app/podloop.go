@@ -22,9 +22,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/api/cli"
+	"github.com/nodelet/nodelet/pkg/api/events"
 	"github.com/nodelet/nodelet/pkg/api/server"
 	"github.com/nodelet/nodelet/pkg/config"
-	"github.com/nodelet/nodelet/pkg/events"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
