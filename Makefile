@@ -19,7 +19,7 @@ build:
 test: lint test-unit test-e2e
 
 test-unit:
-	$(GO) test -count=1 ./pkg/... ./cmd/...
+	$(GO) test -count=1 ./pkg/... ./cmd/... ./hack/layers/
 
 # The control plane's line is taken as a whole (not grepped), so a failed `up` stops here.
 test-e2e: build
@@ -28,6 +28,7 @@ test-e2e: build
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run ./hack/layers
 	hack/staticcheck.sh ./...
 
 runtime-up:
