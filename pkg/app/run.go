@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	internalapi "k8s.io/cri-api/pkg/apis"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/api/server"
@@ -20,7 +18,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
-	"github.com/nodelet/nodelet/pkg/runtime/cri"
 )
 
 const (
@@ -118,41 +115,6 @@ func takeLock(opts *config.Options, stop context.CancelFunc) (func(), error) {
 	return func() { lock.Release() }, nil
 }
 
-// connectRuntime dials the runtime and image services, checks that the runtime speaks
-// CRI v1 and logs what it is.
-func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
-	cfg := opts.Config
-	timeout := cfg.RuntimeRequestTimeout.Duration
-	criMetrics, err := cri.NewMetrics(reg)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The clients' error lines go through the outage gate: one line per outage, not one
-	// per failed call.
-	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
-	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
-	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
-	if err != nil {
-		runtime.Close(ctx)
-		return nil, nil, err
-	}
-	vctx, cancel := context.WithTimeout(ctx, runtimeConnectTimeout)
-	defer cancel()
-	v, err := runtime.Version(vctx, "v1")
-	if err != nil {
-		runtime.Close(ctx)
-		images.Close(ctx)
-		return nil, nil, fmt.Errorf("container runtime at %q: %w", cfg.ContainerRuntimeEndpoint, err)
-	}
-	klog.InfoS("Container runtime initialized", "containerRuntime", v.RuntimeName,
-		"version", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion, "endpoint", cfg.ContainerRuntimeEndpoint)
-	return runtime, images, nil
-}
-
 // makeDirectories creates the kubelet's directory tree, as upstream's setupDataDirs does.
 func makeDirectories(opts *config.Options) error {
 	root := opts.RootDirectory
@@ -207,4 +169,17 @@ func checkSwap(failSwapOn bool, procSwaps string) error {
 	}
 	klog.InfoS("Swap is on; continuing because failSwapOn is false")
 	return nil
+}
+
+// nodeName is --hostname-override or the host name, lower-cased as upstream.
+func nodeName(opts *config.Options) (string, error) {
+	name := opts.HostnameOverride
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("could not determine the node name: %w", err)
+		}
+		name = h
+	}
+	return strings.ToLower(strings.TrimSpace(name)), nil
 }

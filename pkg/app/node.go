@@ -1,8 +1,12 @@
+// Wiring of the node group (pkg/node): the container manager, node status and lease,
+// the eviction manager and the OOM watcher.
 package app
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"path"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,12 +16,62 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
+	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
+	"github.com/nodelet/nodelet/pkg/pod/pleg"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 )
+
+// newContainerManager builds the container manager from the configuration: the QoS
+// cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources.
+func newContainerManager(opts *config.Options, nodeName string, recorder record.EventRecorder, node nodestatus.Options, machine func() (*nodestatus.MachineInfo, error)) (*cm.ContainerManager, error) {
+	cfg := opts.Config
+	info, err := machine()
+	if err != nil {
+		return nil, err
+	}
+	return cm.NewContainerManager(cm.Options{
+		CgroupRoot: cfg.CgroupRoot, CgroupDriver: cfg.CgroupDriver, CgroupsPerQOS: *cfg.CgroupsPerQOS,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable,
+		Capacity:               nodestatus.MachineCapacity(info, false),
+		KubeReserved:           node.KubeReserved, SystemReserved: node.SystemReserved,
+		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
+		PodPidsLimit: *cfg.PodPidsLimit, CPUCFSQuota: *cfg.CPUCFSQuota, CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration,
+		FailCgroupV1: *cfg.FailCgroupV1, MemoryQoS: memoryQoSGate(cfg),
+		MemoryThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9),
+		Recorder:               recorder, NodeName: nodeName,
+	})
+}
+
+// newNodeStatus builds the node status controller: in cluster mode it registers the node
+// and keeps its status and lease; standalone it only describes the node for admission.
+func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
+	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
+	deps := nodestatus.Deps{
+		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
+		ReadyChecks: []func() error{plegHealth(podLEG)}, Pressure: pressure,
+	}
+	if cl != nil {
+		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat
+		deps.OnHeartbeatFailure = cl.clients.OnHeartbeatFailure
+	}
+	return nodestatus.New(o, deps)
+}
+
+// plegHealth is the Ready check upstream adds for the PLEG.
+func plegHealth(p pleg.PodLifecycleEventGenerator) func() error {
+	return func() error {
+		if ok, err := p.Healthy(); !ok {
+			return fmt.Errorf("PLEG is not healthy: %w", err)
+		}
+		return nil
+	}
+}
 
 // errNotReady answers the eviction manager before the loop and stats exist.
 var errNotReady = errors.New("the pod loop is not started yet")
@@ -58,6 +112,11 @@ func (l *lateBound) killPod(pod *v1.Pod, statusFn func(*v1.PodStatus), grace int
 	return l.loop.KillPodNow(pod, statusFn, grace)
 }
 
+// podCgroupRoot is the cgroup holding every pod, for stats and eviction.
+func podCgroupRoot(cfg *config.Options) string {
+	return path.Join(cfg.Config.CgroupRoot, "kubepods")
+}
+
 func (l *lateBound) podCleanedUp(pod *v1.Pod) bool {
 	return l.loop != nil && l.loop.PodResourcesReclaimed(pod)
 }
@@ -77,11 +136,6 @@ func (l *lateBound) deleteUnusedImages(ctx context.Context) error {
 		return errNotReady
 	}
 	return l.images.DeleteUnusedImages(ctx)
-}
-
-// podCgroupRoot is the cgroup holding every pod, for stats and eviction.
-func podCgroupRoot(cfg *config.Options) string {
-	return path.Join(cfg.Config.CgroupRoot, "kubepods")
 }
 
 // newEvictionManager builds the eviction manager from the eviction settings; it acts once
@@ -111,28 +165,4 @@ func startOOMWatcher(ctx context.Context, recorder record.EventRecorder, nodeNam
 	if err := oomwatcher.Start(ctx, recorder, nodeRef(nodeName)); err != nil {
 		klog.InfoS("Not watching for system OOM kills", "err", err)
 	}
-}
-
-// startImageGC collects unused images by the imageGC* settings (every 5 minutes), keeping
-// the runtime's sandbox image.
-func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string) (*imagegc.Manager, error) {
-	cfg := opts.Config
-	var sandboxImage string
-	if st, err := rs.Status(ctx, true); err == nil {
-		sandboxImage = imagegc.SandboxImageFromStatus(st)
-	}
-	gc, err := imagegc.New(imagegc.Options{
-		Images: is, Containers: rs, FsStats: imagegc.CRIImageFs{Images: is},
-		Policy: imagegc.Policy{
-			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
-			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
-		},
-		SandboxImage: sandboxImage, Recorder: recorder, NodeRef: nodeRef(nodeName),
-	})
-	if err != nil {
-		return nil, err
-	}
-	gc.Start(ctx)
-	gc.StartGarbageCollection(ctx)
-	return gc, nil
 }

@@ -1,14 +1,11 @@
+// Wiring of the pod loop (pkg/pod): sources, the runtime manager, PLEG, status, probes,
+// admission and the loop itself, started in the order each needs the others.
 package app
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,11 +40,9 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/runtime/dns"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
-	"github.com/nodelet/nodelet/pkg/runtime/logs"
 )
 
 // plegChannelCapacity is upstream's PLEG event buffer.
@@ -237,31 +232,6 @@ func featureEnabled(cfg *kubeletconfig.KubeletConfiguration, gate string, def bo
 	return def
 }
 
-// newNodeStatus builds the node status controller: in cluster mode it registers the node
-// and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
-	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
-	deps := nodestatus.Deps{
-		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
-		ReadyChecks: []func() error{plegHealth(podLEG)}, Pressure: pressure,
-	}
-	if cl != nil {
-		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat
-		deps.OnHeartbeatFailure = cl.clients.OnHeartbeatFailure
-	}
-	return nodestatus.New(o, deps)
-}
-
-// plegHealth is the Ready check upstream adds for the PLEG.
-func plegHealth(p pleg.PodLifecycleEventGenerator) func() error {
-	return func() error {
-		if ok, err := p.Healthy(); !ok {
-			return fmt.Errorf("PLEG is not healthy: %w", err)
-		}
-		return nil
-	}
-}
-
 // startSources starts the static pod directory and URL sources that are configured and
 // returns the names the loop must hear from before cleaning up unknown pods.
 func startSources(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, pc *sources.Config, node types.NodeName) sets.Set[string] {
@@ -279,67 +249,4 @@ func startSources(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, 
 	return expected
 }
 
-// startLogRotation rotates container logs past containerLogMaxSize, as upstream's
-// container log manager does (the runtime only ever appends).
-func startLogRotation(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, rs internalapi.RuntimeService) error {
-	m, err := logs.NewContainerLogManager(rs, cfg.ContainerLogMaxSize, int(*cfg.ContainerLogMaxFiles), cfg.ContainerLogMonitorInterval.Duration)
-	if err != nil {
-		return fmt.Errorf("container log manager: %w", err)
-	}
-	m.Start(ctx)
-	return nil
-}
-
 func eventRecorder() record.EventRecorder { return events.NewLoggingRecorder(clock.RealClock{}) }
-
-func dnsConfigurer(cfg *kubeletconfig.KubeletConfiguration, recorder record.EventRecorder, node string, nodeIPs []net.IP) *dns.Configurer {
-	var clusterDNS []net.IP
-	for _, s := range cfg.ClusterDNS {
-		if ip := net.ParseIP(s); ip != nil {
-			clusterDNS = append(clusterDNS, ip)
-		}
-	}
-	nodeRef := &v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
-	c := dns.NewConfigurer(recorder, nodeRef, nodeIPs, clusterDNS, cfg.ClusterDomain, *cfg.ResolverConfig)
-	c.CheckLimitsForResolvConf()
-	return c
-}
-
-// nodeName is --hostname-override or the host name, lower-cased as upstream.
-func nodeName(opts *config.Options) (string, error) {
-	name := opts.HostnameOverride
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return "", fmt.Errorf("could not determine the node name: %w", err)
-		}
-		name = h
-	}
-	return strings.ToLower(strings.TrimSpace(name)), nil
-}
-
-func ipStrings(ips []net.IP) []string {
-	out := make([]string, len(ips))
-	for i, ip := range ips {
-		out[i] = ip.String()
-	}
-	return out
-}
-
-// machineMemory is MemTotal from /proc/meminfo, in bytes (0 when unknown).
-func machineMemory() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}

@@ -1,0 +1,187 @@
+// Wiring of the runtime group (pkg/runtime): the CRI clients, the runtime manager's
+// options, user namespaces, DNS, container log rotation and image GC.
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/node/nodestatus"
+	"github.com/nodelet/nodelet/pkg/outage"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/dns"
+	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
+	"github.com/nodelet/nodelet/pkg/runtime/logs"
+	"github.com/nodelet/nodelet/pkg/runtime/userns"
+)
+
+// connectRuntime dials the runtime and image services, checks that the runtime speaks
+// CRI v1 and logs what it is.
+func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+	cfg := opts.Config
+	timeout := cfg.RuntimeRequestTimeout.Duration
+	criMetrics, err := cri.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The clients' error lines go through the outage gate: one line per outage, not one
+	// per failed call.
+	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
+	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
+	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
+	if err != nil {
+		runtime.Close(ctx)
+		return nil, nil, err
+	}
+	vctx, cancel := context.WithTimeout(ctx, runtimeConnectTimeout)
+	defer cancel()
+	v, err := runtime.Version(vctx, "v1")
+	if err != nil {
+		runtime.Close(ctx)
+		images.Close(ctx)
+		return nil, nil, fmt.Errorf("container runtime at %q: %w", cfg.ContainerRuntimeEndpoint, err)
+	}
+	klog.InfoS("Container runtime initialized", "containerRuntime", v.RuntimeName,
+		"version", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion, "endpoint", cfg.ContainerRuntimeEndpoint)
+	return runtime, images, nil
+}
+
+// newUserNamespaces hands out the ID blocks of pods with hostUsers: false, from the
+// kubelet user's subordinate IDs or the default range, where the runtime supports them;
+// the blocks of running pods are read back from their directories.
+func newUserNamespaces(opts *config.Options, rs internalapi.RuntimeService) (*userns.Manager, error) {
+	cfg := opts.Config
+	var idsPerPod int64
+	if cfg.UserNamespaces != nil && cfg.UserNamespaces.IDsPerPod != nil {
+		idsPerPod = *cfg.UserNamespaces.IDsPerPod
+	}
+	return userns.NewManager(userns.Config{
+		PodsDir: filepath.Join(opts.RootDirectory, "pods"), IDsPerPod: idsPerPod, MaxPods: int(cfg.MaxPods),
+		Handlers: userns.NewRuntimeHandlers(rs),
+	})
+}
+
+func dnsConfigurer(cfg *kubeletconfig.KubeletConfiguration, recorder record.EventRecorder, node string, nodeIPs []net.IP) *dns.Configurer {
+	var clusterDNS []net.IP
+	for _, s := range cfg.ClusterDNS {
+		if ip := net.ParseIP(s); ip != nil {
+			clusterDNS = append(clusterDNS, ip)
+		}
+	}
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+	c := dns.NewConfigurer(recorder, nodeRef, nodeIPs, clusterDNS, cfg.ClusterDomain, *cfg.ResolverConfig)
+	c.CheckLimitsForResolvConf()
+	return c
+}
+
+// containerMemoryQoS is the containers' memory QoS: on cgroup v2 with the MemoryQoS gate,
+// memory.high below the node's allocatable memory (capacity less the kube and system
+// reservations, as upstream) for containers without a memory limit; nil otherwise.
+func containerMemoryQoS(cfg *kubeletconfig.KubeletConfiguration, host criconfig.Host, node nodestatus.Options, machineMemory int64) *criconfig.MemoryQoS {
+	if !host.CgroupV2 || !memoryQoSGate(cfg) {
+		return nil
+	}
+	allocatable := machineMemory - node.KubeReserved.Memory().Value() - node.SystemReserved.Memory().Value()
+	// memoryReservationPolicy is not implemented: None, as for the pod cgroups.
+	return &criconfig.MemoryQoS{ThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9), AllocatableMemory: max(allocatable, 0)}
+}
+
+// memoryQoSGate is the MemoryQoS feature gate, beta and on by default.
+func memoryQoSGate(cfg *kubeletconfig.KubeletConfiguration) bool {
+	on, ok := cfg.FeatureGates["MemoryQoS"]
+	return !ok || on
+}
+
+// singleProcessOOMKill is the singleProcessOOMKill setting (cgroup v2; default false:
+// an OOM kills the whole container).
+func singleProcessOOMKill(cfg *kubeletconfig.KubeletConfiguration) bool {
+	return cfg.SingleProcessOOMKill != nil && *cfg.SingleProcessOOMKill
+}
+
+func derefFloat(p *float64, def float64) float64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// machineMemory is MemTotal from /proc/meminfo, in bytes (0 when unknown).
+func machineMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// startLogRotation rotates container logs past containerLogMaxSize, as upstream's
+// container log manager does (the runtime only ever appends).
+func startLogRotation(ctx context.Context, cfg *kubeletconfig.KubeletConfiguration, rs internalapi.RuntimeService) error {
+	m, err := logs.NewContainerLogManager(rs, cfg.ContainerLogMaxSize, int(*cfg.ContainerLogMaxFiles), cfg.ContainerLogMonitorInterval.Duration)
+	if err != nil {
+		return fmt.Errorf("container log manager: %w", err)
+	}
+	m.Start(ctx)
+	return nil
+}
+
+// startImageGC collects unused images by the imageGC* settings (every 5 minutes), keeping
+// the runtime's sandbox image.
+func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string) (*imagegc.Manager, error) {
+	cfg := opts.Config
+	var sandboxImage string
+	if st, err := rs.Status(ctx, true); err == nil {
+		sandboxImage = imagegc.SandboxImageFromStatus(st)
+	}
+	gc, err := imagegc.New(imagegc.Options{
+		Images: is, Containers: rs, FsStats: imagegc.CRIImageFs{Images: is},
+		Policy: imagegc.Policy{
+			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
+			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
+		},
+		SandboxImage: sandboxImage, Recorder: recorder, NodeRef: nodeRef(nodeName),
+	})
+	if err != nil {
+		return nil, err
+	}
+	gc.Start(ctx)
+	gc.StartGarbageCollection(ctx)
+	return gc, nil
+}
+
+func ipStrings(ips []net.IP) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
