@@ -85,13 +85,22 @@ func statsOptions(opts *config.Options, nodeName string) stats.Options {
 
 // start serves the kubelet API on address:port (and readOnlyPort when set) until ctx ends.
 func (a kubeletAPI) start(ctx context.Context) error {
-	cfg := a.opts.Config
+	server, err := kubeletserver.New(kubeletserver.OptionsFromConfig(a.opts.Config, a.nodeName, a.nodeName, a.nodeIPs, a.opts.CertDirectory), a.deps(ctx))
+	if err != nil {
+		return err
+	}
+	return server.Start(ctx)
+}
+
+// deps are the handlers and sources behind the kubelet API's endpoints.
+func (a kubeletAPI) deps(ctx context.Context) kubeletserver.Deps {
 	deps := kubeletserver.Deps{
 		Host:          a.loop,
 		NodeAddresses: func() []v1.NodeAddress { return a.nodeAddresses(ctx) },
 		Registerer:    a.registries.Kubelet,
 		Metrics:       a.registries.Handler(),
 		MetricsProbes: a.registries.ProbesHandler(),
+		MetricsSLIs:   a.registries.SLIsHandler(),
 	}
 	if a.cluster != nil {
 		deps.Client = a.cluster.clients.Kube
@@ -103,13 +112,9 @@ func (a kubeletAPI) start(ctx context.Context) error {
 		Pods: a.loop, RunningPods: a.runtime, Streaming: a.runtime, Runner: a.runtime,
 		Logs: a.runtime, Checkpoints: a.runtime,
 		CheckpointDir: filepath.Join(a.opts.RootDirectory, "checkpoints"),
-		Features:      streaming.FeaturesFromGates(cfg.FeatureGates),
+		Features:      streaming.FeaturesFromGates(a.opts.Config.FeatureGates),
 	}))
-	server, err := kubeletserver.New(kubeletserver.OptionsFromConfig(cfg, a.nodeName, a.nodeName, a.nodeIPs, a.opts.CertDirectory), deps)
-	if err != nil {
-		return err
-	}
-	return server.Start(ctx)
+	return deps
 }
 
 // nodeAddresses are the node's status addresses, for a bootstrapped serving certificate.

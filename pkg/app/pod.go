@@ -5,6 +5,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -41,12 +42,16 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
-	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 )
 
-// plegChannelCapacity is upstream's PLEG event buffer.
-const plegChannelCapacity = 1000
+const (
+	// plegChannelCapacity is upstream's PLEG event buffer.
+	plegChannelCapacity = 1000
+	// housekeepingPeriod and containerGCPeriod are upstream's fixed periods.
+	housekeepingPeriod = 2 * time.Second
+	containerGCPeriod  = time.Minute
+)
 
 // podStateProxy lets the runtime manager's garbage collector ask the loop about pods,
 // although the loop is built after the runtime manager.
@@ -102,23 +107,12 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return err
 	}
-	runtime, err := kuberuntime.NewManager(ctx, kuberuntime.Options{
-		UserNamespaces: usernsManager,
-		RuntimeService: rs, ImageService: is, Recorder: recorder,
-		LivenessManager: liveness, StartupManager: startup,
-		Volumes: vols, DNS: dnsConfigurer(cfg, recorder, nodeName, nodeIPs), PodState: proxy,
-		RootDir: opts.RootDirectory, PodLogsDir: cfg.PodLogsDir, ClusterDomain: cfg.ClusterDomain,
-		NodeName: nodeName, NodeIPs: ipStrings(nodeIPs), CgroupParent: cgroups.Parent,
-		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
-		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: machineMemory(),
-		EnvSources: cl.envSources(), PodResizer: cgroups,
-		Host: host, SingleProcessOOMKill: singleProcessOOMKill(cfg),
-		MemoryQoS: containerMemoryQoS(cfg, host, nodeOpts, machineMemory()),
-		ImageOptions: images.Options{
-			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
-			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
-		},
-	})
+	ro := runtimeSettings(opts, nodeName, nodeIPs, host, nodeOpts)
+	ro.RuntimeService, ro.ImageService, ro.Recorder, ro.UserNamespaces = rs, is, recorder, usernsManager
+	ro.LivenessManager, ro.StartupManager, ro.Volumes, ro.PodState = liveness, startup, vols, proxy
+	ro.DNS, ro.EnvSources = dnsConfigurer(cfg, recorder, nodeName, nodeIPs), cl.envSources()
+	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
+	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return err
 	}
@@ -171,13 +165,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		node.BirthCry()
 		go node.Run(ctx)
 	}
-	k := kubelet.New(kubelet.Config{
-		NodeName: nodeName, HostIPs: ipStrings(nodeIPs), SyncFrequency: cfg.SyncFrequency.Duration,
-		HousekeepingPeriod: 2 * time.Second, MaxPods: int(cfg.MaxPods), GCPeriod: time.Minute,
-		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
-			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
-		PodLevelResourcesResize: featureEnabled(cfg, podLevelResizeGate, true),
-	}, deps)
+	k := kubelet.New(loopConfig(opts, nodeName, nodeIPs), deps)
 	proxy.k = k
 	// The QoS hierarchy before any pod syncs (upstream's container manager start).
 	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
@@ -209,6 +197,19 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	go k.Run(ctx, podConfig.Updates())
 	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
 	return nil
+}
+
+// loopConfig is the pod loop's configuration: sync and housekeeping periods, maxPods, the
+// container GC policy and the gates the loop reads.
+func loopConfig(opts *config.Options, nodeName string, nodeIPs []net.IP) kubelet.Config {
+	cfg := opts.Config
+	return kubelet.Config{
+		NodeName: nodeName, HostIPs: ipStrings(nodeIPs), SyncFrequency: cfg.SyncFrequency.Duration,
+		HousekeepingPeriod: housekeepingPeriod, MaxPods: int(cfg.MaxPods), GCPeriod: containerGCPeriod,
+		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
+			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
+		PodLevelResourcesResize: featureEnabled(cfg, podLevelResizeGate, true),
+	}
 }
 
 // admitterAdapter adapts pkg/pod/admission's results to the loop's Admitter.

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/api/server"
 	"github.com/nodelet/nodelet/pkg/config"
@@ -38,6 +42,7 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err := checkSwap(*opts.Config.FailSwapOn, "/proc/swaps"); err != nil {
 		return err
 	}
+	ownProcess.apply(opts.Config)
 	if opts.LockFilePath != "" {
 		release, err := takeLock(opts, cancel)
 		if err != nil {
@@ -152,6 +157,36 @@ func serveHealthz(ctx context.Context, opts *config.Options, state *kubelet.Runt
 	klog.InfoS("Serving healthz", "address", srv.Addr())
 	go srv.Serve(ctx)
 	return nil
+}
+
+// processLimits are where nodelet sets its own OOM score and open-file limit.
+type processLimits struct {
+	oomScoreAdjPath string
+	setMaxOpenFiles func(n uint64) error
+}
+
+// ownProcess is nodelet's own process.
+var ownProcess = processLimits{
+	oomScoreAdjPath: "/proc/self/oom_score_adj",
+	setMaxOpenFiles: func(n uint64) error {
+		return unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n})
+	},
+}
+
+// apply gives the process oomScoreAdj (default -999: under memory pressure the kernel kills
+// pods before the agent that protects them) and maxOpenFiles (default 1000000), as
+// upstream's kubelet does at start. A kernel that refuses (no CAP_SYS_RESOURCE) costs an
+// error line, not the start.
+func (p processLimits) apply(cfg *kubeletconfig.KubeletConfiguration) {
+	score := strconv.Itoa(int(ptr.Deref(cfg.OOMScoreAdj, -999)))
+	if err := os.WriteFile(p.oomScoreAdjPath, []byte(score), 0o644); err != nil {
+		klog.InfoS("Failed to ApplyOOMScoreAdj", "oomScoreAdj", score, "err", err)
+	}
+	if cfg.MaxOpenFiles > 0 {
+		if err := p.setMaxOpenFiles(uint64(cfg.MaxOpenFiles)); err != nil {
+			klog.ErrorS(err, "Failed to set rlimit on max file handles", "maxOpenFiles", cfg.MaxOpenFiles)
+		}
+	}
 }
 
 // checkSwap refuses to start with swap enabled unless failSwapOn is false, as upstream.

@@ -27,6 +27,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/dns"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
+	"github.com/nodelet/nodelet/pkg/runtime/images"
+	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
@@ -64,6 +66,25 @@ func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Re
 	klog.InfoS("Container runtime initialized", "containerRuntime", v.RuntimeName,
 		"version", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion, "endpoint", cfg.ContainerRuntimeEndpoint)
 	return runtime, images, nil
+}
+
+// runtimeSettings are the runtime manager's options that follow from the configuration
+// and the host; the caller adds the clients and managers it has built.
+func runtimeSettings(opts *config.Options, nodeName string, nodeIPs []net.IP, host criconfig.Host, node nodestatus.Options) kuberuntime.Options {
+	cfg := opts.Config
+	memory := machineMemory()
+	return kuberuntime.Options{
+		RootDir: opts.RootDirectory, PodLogsDir: cfg.PodLogsDir, ClusterDomain: cfg.ClusterDomain,
+		NodeName: nodeName, NodeIPs: ipStrings(nodeIPs),
+		SeccompDefault: *cfg.SeccompDefault, CPUCFSQuota: *cfg.CPUCFSQuota,
+		CPUCFSQuotaPeriod: cfg.CPUCFSQuotaPeriod.Duration, MachineMemory: memory,
+		Host: host, SingleProcessOOMKill: singleProcessOOMKill(cfg),
+		MemoryQoS: containerMemoryQoS(cfg, host, node, memory),
+		ImageOptions: images.Options{
+			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
+			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
+		},
+	}
 }
 
 // newUserNamespaces hands out the ID blocks of pods with hostUsers: false, from the
@@ -154,6 +175,14 @@ func startLogRotation(ctx context.Context, cfg *kubeletconfig.KubeletConfigurati
 	return nil
 }
 
+// imageGCPolicy is the image garbage collector's policy from the imageGC* settings.
+func imageGCPolicy(cfg *kubeletconfig.KubeletConfiguration) imagegc.Policy {
+	return imagegc.Policy{
+		HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
+		MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
+	}
+}
+
 // startImageGC collects unused images by the imageGC* settings (every 5 minutes), keeping
 // the runtime's sandbox image.
 func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string) (*imagegc.Manager, error) {
@@ -164,10 +193,7 @@ func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.Runt
 	}
 	gc, err := imagegc.New(imagegc.Options{
 		Images: is, Containers: rs, FsStats: imagegc.CRIImageFs{Images: is},
-		Policy: imagegc.Policy{
-			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
-			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
-		},
+		Policy:       imageGCPolicy(cfg),
 		SandboxImage: sandboxImage, Recorder: recorder, NodeRef: nodeRef(nodeName),
 	})
 	if err != nil {

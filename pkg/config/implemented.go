@@ -65,6 +65,8 @@ var implementedFields = map[string]bool{
 	"containerLogMaxFiles":                      true,
 	"containerLogMonitorInterval":               true,
 	"failSwapOn":                                true,
+	"oomScoreAdj":                               true,
+	"maxOpenFiles":                              true,
 	// Cluster mode.
 	"kubeAPIQPS":                    true,
 	"kubeAPIBurst":                  true,

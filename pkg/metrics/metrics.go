@@ -25,9 +25,10 @@ const (
 	EphemeralContainer = "ephemeral_container"
 )
 
-// alpha and internal prefix a help text with its stability level, as upstream's
+// alpha, stable and internal prefix a help text with its stability level, as upstream's
 // component-base metrics do when they are registered.
 func alpha(help string) string    { return "[ALPHA] " + help }
+func stable(help string) string   { return "[STABLE] " + help }
 func internal(help string) string { return "[INTERNAL] " + help }
 
 var (

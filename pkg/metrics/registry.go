@@ -22,6 +22,9 @@ type Registries struct {
 	// Probes is served on /metrics/probes: process_start_time_seconds and what the
 	// prober registers on it (prober_probe_total, prober_probe_duration_seconds).
 	Probes *prometheus.Registry
+	// SLIs is served on /metrics/slis: the health checks' results (kubernetes_healthcheck,
+	// kubernetes_healthchecks_total) and process_start_time_seconds.
+	SLIs *prometheus.Registry
 	// started is when the registries were built; the /metrics handler reports it in its
 	// Process-Start-Time-Unix header, as upstream's does.
 	started time.Time
@@ -29,7 +32,7 @@ type Registries struct {
 
 // NewRegistries builds both registries and records the node's name and cgroup version.
 func NewRegistries(nodeName string) (*Registries, error) {
-	r := &Registries{Kubelet: prometheus.NewRegistry(), Probes: prometheus.NewRegistry(), started: time.Now()}
+	r := &Registries{Kubelet: prometheus.NewRegistry(), Probes: prometheus.NewRegistry(), SLIs: prometheus.NewRegistry(), started: time.Now()}
 	kubelet := append(kubeletCollectors(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
@@ -41,6 +44,11 @@ func NewRegistries(nodeName string) (*Registries, error) {
 	}
 	if err := r.Probes.Register(processStartTime()); err != nil {
 		return nil, err
+	}
+	for _, c := range []prometheus.Collector{healthcheck, healthchecksTotal, processStartTime()} {
+		if err := r.SLIs.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	NodeName.WithLabelValues(nodeName).Set(1)
 	CgroupVersion.Set(float64(cgroupVersion("/sys/fs/cgroup")))

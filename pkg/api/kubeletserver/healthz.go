@@ -13,11 +13,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/api/server"
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // installHealthz serves /healthz as upstream's healthz package does: every check at
 // /healthz (200 "ok", or 500 naming the failed checks with reasons withheld; ?verbose
-// lists them; ?exclude=<name> skips one), and each check alone at /healthz/<name>.
+// lists them; ?exclude=<name> skips one), and each check alone at /healthz/<name>. The
+// checks run at /healthz are recorded for /metrics/slis, as upstream records them.
 func (s *Server) installHealthz(mux *http.ServeMux) {
 	checks := []server.HealthCheck{
 		{Name: "ping", Check: func() error { return nil }},
@@ -42,7 +44,9 @@ func rootHealth(checks []server.HealthCheck) http.Handler {
 				fmt.Fprintf(&out, "[+]%s excluded: ok\n", c.Name)
 				continue
 			}
-			if err := c.Check(); err != nil {
+			err := c.Check()
+			metrics.ObserveHealthcheck(c.Name, "healthz", err)
+			if err != nil {
 				klog.V(2).InfoS("Health check failed", "check", c.Name, "err", err)
 				fmt.Fprintf(&out, "[-]%s failed: reason withheld\n", c.Name)
 				failed = append(failed, c.Name)

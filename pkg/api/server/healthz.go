@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // HealthCheck is one named check behind /healthz.
@@ -21,13 +23,16 @@ type HealthCheck struct {
 }
 
 // healthzHandler answers 200 "ok" when every check passes. Otherwise 500 with the failing
-// checks named; details are given only with ?verbose, as upstream's healthz does.
+// checks named; details are given only with ?verbose, as upstream's healthz does. Each
+// check's result goes to the /metrics/slis metrics, as upstream's healthz records it.
 func healthzHandler(checks []HealthCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var report strings.Builder
 		failed := false
 		for _, c := range checks {
-			if err := c.Check(); err != nil {
+			err := c.Check()
+			metrics.ObserveHealthcheck(c.Name, "healthz", err)
+			if err != nil {
 				failed = true
 				fmt.Fprintf(&report, "[-]%s failed: reason withheld\n", c.Name)
 				klog.V(2).InfoS("Healthz check failed", "check", c.Name, "err", err)

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 func TestHealthzFollowsChecks(t *testing.T) {
@@ -56,5 +59,32 @@ func TestListenHealthzReportsPortConflict(t *testing.T) {
 	port := int32(first.ln.Addr().(*net.TCPAddr).Port)
 	if _, err := ListenHealthz("127.0.0.1", port); err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("got %v, want address already in use", err)
+	}
+}
+
+// Each /healthz request records its checks' results for /metrics/slis, as upstream's
+// healthz handler does.
+func TestHealthzRecordsSLIs(t *testing.T) {
+	regs, err := metrics.NewRegistries("node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := healthzHandler([]HealthCheck{
+		{Name: "ping", Check: func() error { return nil }},
+		{Name: "sli-broken", Check: func() error { return errors.New("down") }},
+	})
+	for range 2 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	}
+	rec := httptest.NewRecorder()
+	regs.SLIsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics/slis", nil))
+	for _, want := range []string{
+		`kubernetes_healthcheck{name="sli-broken",type="healthz"} 0`,
+		`kubernetes_healthchecks_total{name="sli-broken",status="error",type="healthz"} 2`,
+		`kubernetes_healthcheck{name="ping",type="healthz"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics/slis lacks %q:\n%s", want, rec.Body.String())
+		}
 	}
 }
