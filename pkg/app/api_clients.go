@@ -25,6 +25,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/pod/status"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/runtime/runtimeclass"
 )
 
 // firstProbeTimeout bounds the start-up look at the API server.
@@ -134,6 +136,17 @@ func (c *cluster) envSources() criconfig.EnvSources {
 		return nil
 	}
 	return c.objects
+}
+
+// runtimeClasses resolves pods' RuntimeClasses: watched from the API server until ctx
+// ends, or, standalone, refused (no API server to read them from).
+func (c *cluster) runtimeClasses(ctx context.Context) kuberuntime.RuntimeClassLookup {
+	if c == nil {
+		return runtimeclass.Standalone{}
+	}
+	m := runtimeclass.NewManager(c.clients.Kube)
+	m.Start(ctx.Done())
+	return m
 }
 
 // volumeAPI serves the volume types made of API objects: config maps, secrets, claims

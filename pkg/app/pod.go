@@ -111,6 +111,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	ro.RuntimeService, ro.ImageService, ro.Recorder, ro.UserNamespaces = rs, is, recorder, usernsManager
 	ro.LivenessManager, ro.StartupManager, ro.Volumes, ro.PodState = liveness, startup, vols, proxy
 	ro.DNS, ro.EnvSources = dnsConfigurer(cfg, recorder, nodeName, nodeIPs), cl.envSources()
+	ro.RuntimeClasses = cl.runtimeClasses(ctx)
 	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {

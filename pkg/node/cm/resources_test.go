@@ -59,6 +59,10 @@ func TestResourceConfigForPod(t *testing.T) {
 		Requests: list("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "8Mi"),
 		Limits:   list("cpu", "1", "memory", "1Gi", "hugepages-2Mi", "8Mi"),
 	}
+	// RuntimeClass overhead (spec.overhead, filled by the API server's admission) is added
+	// to the pod's requests and, when every container is limited, to its limits.
+	overhead := testPod("o", res("500m", "128Mi", "500m", "128Mi"))
+	overhead.Spec.Overhead = list("cpu", "250m", "memory", "64Mi")
 	podLevel := testPod("pl", res("100m", "", "", ""))
 	podLevel.Spec.Resources = &v1.ResourceRequirements{Requests: list("cpu", "1", "memory", "256Mi"), Limits: list("cpu", "2", "memory", "512Mi")}
 
@@ -87,6 +91,8 @@ func TestResourceConfigForPod(t *testing.T) {
 			[4]any{uint64(102), nil, nil, int64(128 << 20)}, map[int64]int64{}},
 		{"besteffort", testPod("be", v1.ResourceRequirements{}), true, 100000,
 			[4]any{uint64(2), nil, nil, nil}, map[int64]int64{}},
+		{"guaranteed with RuntimeClass overhead", overhead, true, 100000,
+			[4]any{uint64(768), int64(75000), uint64(100000), int64(192 << 20)}, map[int64]int64{}},
 		{"pod-level resources", podLevel, true, 100000,
 			[4]any{uint64(1024), int64(200000), uint64(100000), int64(512 << 20)}, map[int64]int64{}},
 	} {

@@ -100,8 +100,9 @@ type Options struct {
 	CPUCFSQuotaPeriod           time.Duration
 	MachineMemory               int64
 	ImageOptions                images.Options
-	// RuntimeHandler is passed to RunPodSandbox and image calls; "" is the runtime's default.
-	RuntimeHandler string
+	// RuntimeClasses resolves a pod's runtimeClassName to the handler its sandbox runs
+	// with; nil runs every pod under the runtime's default handler.
+	RuntimeClasses RuntimeClassLookup
 	// Clock drives grace-period and cache arithmetic; nil means the real clock.
 	Clock clock.Clock
 	// LegacyLogSymlinkDir is where /var/log/containers-style symlinks to container logs

@@ -29,7 +29,7 @@ import (
 func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer) (string, error) {
 	pod := s.pod
 	imageRef, msg, err := m.imagePuller.EnsureImageExists(ctx, container.ContainerRef(pod, c), pod, c.Image,
-		podPullSecrets(pod, s.pullSecrets), s.sandboxConfig, m.opts.RuntimeHandler, c.ImagePullPolicy)
+		podPullSecrets(pod, s.pullSecrets), s.sandboxConfig, imageRuntimeHandler, c.ImagePullPolicy)
 	if err != nil {
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", grpcMessage(err))
 		return msg, err
@@ -202,7 +202,7 @@ func calcRestartCountByLogDir(dir string) (int, error) {
 // imageUser returns the image's numeric user, or its user name; an image with neither runs
 // as root (uid 0). The status is the one EnsureImageExists got, from the sync's memo.
 func (m *Manager) imageUser(ctx context.Context, pod *v1.Pod, image string) (*int64, string, error) {
-	spec, err := images.ImageSpecFor(pod, image, m.opts.RuntimeHandler)
+	spec, err := images.ImageSpecFor(pod, image, imageRuntimeHandler)
 	if err != nil {
 		return nil, "", err
 	}
@@ -343,7 +343,7 @@ func (m *Manager) lookUpImages(ctx context.Context, pod *v1.Pod, changes podActi
 			continue
 		}
 		seen[c.Image] = true
-		spec, err := images.ImageSpecFor(pod, c.Image, m.opts.RuntimeHandler)
+		spec, err := images.ImageSpecFor(pod, c.Image, imageRuntimeHandler)
 		if err != nil {
 			continue // EnsureImageExists reports it
 		}

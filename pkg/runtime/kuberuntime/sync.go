@@ -189,7 +189,14 @@ func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uin
 	if err := os.MkdirAll(config.GetLogDirectory(), 0o755); err != nil {
 		return "", fmt.Sprintf("Failed to create log directory for pod %q: %v", podFullName(pod), err), err
 	}
-	id, err := m.runtime.RunPodSandbox(ctx, config, m.opts.RuntimeHandler)
+	handler, err := m.runtimeHandler(pod)
+	if err != nil {
+		return "", fmt.Sprintf("Failed to create sandbox for pod %q: %v", podFullName(pod), err), err
+	}
+	if handler != "" {
+		klog.V(2).InfoS("Running pod with runtime handler", "pod", klog.KObj(pod), "runtimeHandler", handler)
+	}
+	id, err := m.runtime.RunPodSandbox(ctx, config, handler)
 	if err != nil {
 		return "", fmt.Sprintf("Failed to create sandbox for pod %q: %v", podFullName(pod), err), err
 	}
@@ -222,7 +229,28 @@ func (m *Manager) userNamespace(ctx context.Context, pod *v1.Pod) (*runtimeapi.U
 	if m.opts.UserNamespaces == nil {
 		return nil, nil
 	}
-	return m.opts.UserNamespaces.GetOrCreateUserNamespaceMappings(ctx, pod, m.opts.RuntimeHandler)
+	handler, err := m.runtimeHandler(pod)
+	if err != nil {
+		return nil, err
+	}
+	return m.opts.UserNamespaces.GetOrCreateUserNamespaceMappings(ctx, pod, handler)
+}
+
+// RuntimeClassLookup resolves a runtimeClassName to a runtime handler (pkg/runtime/runtimeclass).
+type RuntimeClassLookup interface {
+	LookupRuntimeHandler(runtimeClassName *string) (string, error)
+}
+
+// imageRuntimeHandler is the handler image calls carry: the runtime's default, as upstream
+// passes the pod's handler only with its alpha RuntimeClassInImageCriApi gate.
+const imageRuntimeHandler = ""
+
+// runtimeHandler is the handler of the pod's RuntimeClass ("" for the default one).
+func (m *Manager) runtimeHandler(pod *v1.Pod) (string, error) {
+	if m.opts.RuntimeClasses == nil {
+		return "", nil
+	}
+	return m.opts.RuntimeClasses.LookupRuntimeHandler(pod.Spec.RuntimeClassName)
 }
 
 // podStarter starts the containers of one SyncPod (steps 5–8).

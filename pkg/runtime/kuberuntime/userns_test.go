@@ -59,7 +59,7 @@ func newUsernsEnv(t *testing.T, h *handlers, runtimeHandler string) (*testEnv, *
 	env := newTestEnv(t, func(o *Options) {
 		rec = &usernsRecorder{fakeRuntime: o.RuntimeService.(*fakeRuntime)}
 		o.RuntimeService = rec
-		o.RuntimeHandler = runtimeHandler
+		o.RuntimeClasses = everyPodOn(runtimeHandler)
 		var err error
 		um, err = userns.NewManager(userns.Config{PodsDir: filepath.Join(o.RootDir, "pods"), MaxPods: 4, Handlers: h,
 			Range: &userns.IDRange{First: 65536, Length: 4 * 65536}})
