@@ -303,6 +303,14 @@ oom_score = 0
           SystemdCgroup = false
           Root = "$RUN_DIR/runc"
 
+      # A second runc handler for the RuntimeClass tests (upstream's e2e calls it the same).
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler]
+        runtime_type = "io.containerd.runc.v2"
+
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.test-handler.options]
+          SystemdCgroup = false
+          Root = "$RUN_DIR/runc"
+
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "$CNI_BIN_DIR"
       conf_dir = "$CNI_CONF_DIR"
@@ -375,6 +383,15 @@ oom_score = 0
         runtime_type = "io.containerd.runc.v2"
 
         [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          SystemdCgroup = false
+          Root = "$RUN_DIR/runc"
+          BinaryName = "$RUNC_BIN/runc"
+
+      # A second runc handler for the RuntimeClass tests (upstream's e2e calls it the same).
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.test-handler]
+        runtime_type = "io.containerd.runc.v2"
+
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.test-handler.options]
           SystemdCgroup = false
           Root = "$RUN_DIR/runc"
           BinaryName = "$RUNC_BIN/runc"
