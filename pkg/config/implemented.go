@@ -1,16 +1,8 @@
 package config
 
-import (
-	"encoding/json"
-	"fmt"
-	"reflect"
-	"strings"
-
-	kc "k8s.io/kubelet/config/v1beta1"
-)
-
 // implementedFields are the configuration fields (top-level JSON names) that nodelet acts
-// on today. A flag or config-file setting for any other field is accepted with a warning.
+// on today. Every other field is in notRead (honoured.go), which says when its effective
+// value asks for something nodelet does not do; nodelet then warns at start.
 // TestImplementedFieldsFollowTheCode keeps the list true: it fails when code outside this
 // package reads a field that is not listed, or when nothing reads a listed one. When a
 // feature starts reading a field, add the field here (one line each, any order).
@@ -105,18 +97,17 @@ var implementedFields = map[string]bool{
 	"enableDebugFlagsHandler":   true,
 	"enableSystemLogHandler":    true,
 	"enableSystemLogQuery":      true,
-	// Reserved resources shape the node's allocatable, as upstream (enforcement on cgroups
-	// is enforceNodeAllocatable's, which nodelet does not act on yet).
+	// Reserved resources shape the node's allocatable, and enforceNodeAllocatable's cgroups.
 	"kubeReserved":   true,
 	"systemReserved": true,
 }
 
-// partlyImplemented are fields nodelet reads for part of what they do; setting one still
-// warns, naming what is missing.
+// partlyImplemented are fields nodelet reads for part of what they do; a value that asks
+// for the missing part warns, naming it.
 var partlyImplemented = map[string]string{
 	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
 	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
-	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events) and MemoryQoS only",
+	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling and KubeletEnsureSecretPulledImages=false only",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
@@ -136,49 +127,4 @@ var implementedCommandFlags = map[string]bool{
 	"maximum-dead-containers":               true,
 	"v":                                     true,
 	"vmodule":                               true,
-}
-
-func implementedFlag(spec flagSpec) bool {
-	if spec.Kind == configFlag {
-		return implementedFields[spec.Field]
-	}
-	return implementedCommandFlags[spec.Name]
-}
-
-// partlyImplementedNote is how a flag or field nodelet only partly acts on is described in
-// its warning ("" for the others).
-func partlyImplementedNote(field string) string {
-	if note, ok := partlyImplemented[field]; ok {
-		return " (" + note + ")"
-	}
-	return ""
-}
-
-// unimplementedFileFields names, in one line, the fields the config files set to something
-// other than the default that nodelet does not act on yet; "" when there are none. Fields
-// left at their default need no warning: nodelet behaves as the default says.
-func unimplementedFileFields(doc map[string]any, cfg *kc.KubeletConfiguration) string {
-	defaults := &kc.KubeletConfiguration{}
-	SetDefaults(defaults)
-	got, want := toGeneric(cfg), toGeneric(defaults)
-	var names []string
-	for _, k := range sortedKeys(doc) {
-		if k == "apiVersion" || k == "kind" || implementedFields[k] {
-			continue
-		}
-		if !reflect.DeepEqual(got[k], want[k]) {
-			names = append(names, k+partlyImplementedNote(k))
-		}
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("Config fields accepted for compatibility but not implemented by nodelet yet; they have no effect: %s", strings.Join(names, ", "))
-}
-
-func toGeneric(cfg *kc.KubeletConfiguration) map[string]any {
-	data, _ := json.Marshal(cfg)
-	var out map[string]any
-	_ = json.Unmarshal(data, &out)
-	return out
 }

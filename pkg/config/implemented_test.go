@@ -183,3 +183,36 @@ func sortedStrings[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestEveryFieldIsClassified: every field of KubeletConfiguration is either implemented or
+// in notRead with what nodelet does instead, so that a field added upstream cannot be
+// silently ignored.
+func TestEveryFieldIsClassified(t *testing.T) {
+	ty := reflect.TypeFor[kc.KubeletConfiguration]()
+	fields := map[string]bool{}
+	for i := 0; i < ty.NumField(); i++ {
+		name := strings.Split(ty.Field(i).Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" || ty.Field(i).Anonymous {
+			continue // TypeMeta
+		}
+		fields[name] = true
+		_, notReadHere := notRead[name]
+		if implementedFields[name] == notReadHere {
+			t.Errorf("%s: implemented %v, in notRead %v; want exactly one", name, implementedFields[name], notReadHere)
+		}
+	}
+	for name, f := range notRead {
+		if !fields[name] {
+			t.Errorf("notRead lists %s, which KubeletConfiguration does not have", name)
+		}
+		_, partly := partlyImplemented[name]
+		if f.honoured == nil || (f.does == "") != partly {
+			t.Errorf("%s: a predicate and a note (or partlyImplemented's) are needed", name)
+		}
+	}
+	for name := range partlyImplemented {
+		if _, ok := notRead[name]; !ok {
+			t.Errorf("partly implemented %s is not in notRead", name)
+		}
+	}
+}

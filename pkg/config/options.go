@@ -157,7 +157,8 @@ func (c *CommandLine) VersionRequested() string {
 func (c *CommandLine) Usage() string { return c.fs.FlagUsages() }
 
 // Warnings lists one line per flag given that is deprecated upstream or that nodelet
-// accepts but does not act on yet.
+// accepts but does not act on yet, and, once Options has run, one line naming the config
+// fields whose effective value nodelet does not honour.
 func (c *CommandLine) Warnings() []string { return c.warnings }
 
 func (c *CommandLine) flagWarnings() []string {
@@ -171,10 +172,9 @@ func (c *CommandLine) flagWarnings() []string {
 		if spec.Deprecated != "" {
 			notes = append(notes, "has been deprecated, "+spec.Deprecated)
 		}
-		switch {
-		case spec.Kind == configFlag && partlyImplementedNote(spec.Field) != "":
-			notes = append(notes, "is only partly implemented by nodelet yet"+partlyImplementedNote(spec.Field))
-		case !implementedFlag(spec):
+		// A config field's flag is judged with the field, by its effective value
+		// (unhonouredFields); a command-only flag nodelet does not read is named here.
+		if spec.Kind != configFlag && !implementedCommandFlags[spec.Name] {
 			notes = append(notes, "is accepted for compatibility but not implemented by nodelet yet; it has no effect")
 		}
 		if len(notes) > 0 {
@@ -183,6 +183,36 @@ func (c *CommandLine) flagWarnings() []string {
 	})
 	sort.Strings(out)
 	return out
+}
+
+// legacyFlagDefaults are the kubelet API settings upstream's kubelet takes from its legacy
+// flag defaults when it is started without a config file; nodelet keeps the
+// KubeletConfiguration's secure defaults instead.
+var legacyFlagDefaults = []struct{ flag, field, nodelet, upstream string }{
+	{"read-only-port", "readOnlyPort", "0 (off)", "10255"},
+	{"anonymous-auth", "authentication.anonymous.enabled", "false", "true"},
+	{"authentication-token-webhook", "authentication.webhook.enabled", "true", "false"},
+	{"authorization-mode", "authorization.mode", "Webhook", "AlwaysAllow"},
+}
+
+// secureDefaultsWarning names, when no config file is given, the kubelet API settings in
+// which nodelet differs from upstream's kubelet started the same way; flags given on the
+// command line are not differences.
+func (c *CommandLine) secureDefaultsWarning() string {
+	if c.file != "" || c.dir != "" {
+		return ""
+	}
+	var diffs []string
+	for _, d := range legacyFlagDefaults {
+		if f := c.fs.Lookup(d.flag); f == nil || !f.Changed {
+			diffs = append(diffs, fmt.Sprintf("%s %s (upstream: %s)", d.field, d.nodelet, d.upstream))
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "No --config file: nodelet keeps the KubeletConfiguration's secure defaults where upstream's kubelet applies its legacy flag defaults: " +
+		strings.Join(diffs, ", ") + "; set the flags to get upstream's values"
 }
 
 // Options loads the files, lays the command-line flags over them, applies upstream's
@@ -197,9 +227,6 @@ func (c *CommandLine) Options() (*Options, error) {
 		return nil, err
 	}
 	SetDefaults(cfg)
-	if w := unimplementedFileFields(doc, cfg); w != "" {
-		c.warnings = append(c.warnings, w)
-	}
 	var errs []string
 	c.fs.Visit(func(f *pflag.Flag) {
 		if spec, ok := c.specs[f.Name]; ok && spec.Kind == configFlag {
@@ -213,6 +240,12 @@ func (c *CommandLine) Options() (*Options, error) {
 	}
 	if err := Validate(cfg); err != nil {
 		return nil, err
+	}
+	if w := unhonouredFields(cfg); w != "" {
+		c.warnings = append(c.warnings, w)
+	}
+	if w := c.secureDefaultsWarning(); w != "" {
+		c.warnings = append(c.warnings, w)
 	}
 	if err := ValidateKubeletFlags(&c.flags); err != nil {
 		return nil, err

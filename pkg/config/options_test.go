@@ -137,8 +137,9 @@ func TestUnimplementedFlagsWarnOnce(t *testing.T) {
 	}
 	w := cl.Warnings()
 	joined := strings.Join(w, "\n")
-	if !strings.Contains(joined, "--cpu-manager-policy has been deprecated, set cpuManagerPolicy in the --config file instead; it is accepted for compatibility but not implemented") {
-		t.Errorf("no warning for an unimplemented flag: %q", w)
+	if !strings.Contains(joined, "--cpu-manager-policy has been deprecated, set cpuManagerPolicy in the --config file instead") ||
+		!strings.Contains(joined, "cpuManagerPolicy → no exclusive CPUs (none)") {
+		t.Errorf("no warning for a flag whose value nodelet does not honour: %q", w)
 	}
 	if strings.Count(joined, "--max-pods") != 1 {
 		t.Errorf("want exactly one warning for --max-pods given twice: %q", w)
@@ -201,18 +202,67 @@ func TestGarbageCollectionFlags(t *testing.T) {
 	}
 }
 
-func TestUnimplementedFileFieldsWarnOnceUnlessDefault(t *testing.T) {
+// A field nodelet does not read warns by its effective value, set or defaulted: cpuManagerPolicy
+// static and LimitedSwap ask for something nodelet does not do; cpuManagerPolicy none, the
+// implemented fields and the defaults nodelet honours do not warn.
+func TestUnhonouredFieldsWarnByEffectiveValue(t *testing.T) {
 	dir := t.TempDir()
-	cfgFile := writeFile(t, dir, "c.yaml", header+"cgroupDriver: cgroupfs\nmaxPods: 20\ncpuManagerPolicy: static\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n")
-	cl, _, err := parse(t, "--config="+cfgFile)
+	for _, tc := range []struct{ name, body, want string }{
+		{"set away from nodelet's behaviour", "cgroupDriver: cgroupfs\nmaxPods: 20\ncpuManagerPolicy: static\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n",
+			"cpuManagerPolicy,cpuManagerReconcilePeriod,imagePullCredentialsVerificationPolicy,makeIPTablesUtilChains,memorySwap,protectKernelDefaults"},
+		{"set to nodelet's behaviour", "cpuManagerPolicy: none\nmemorySwap:\n  swapBehavior: NoSwap\nhairpinMode: hairpin-veth\n",
+			strings.Join(defaultsNotHonoured, ",")},
+		{"defaults turned off", "imagePullCredentialsVerificationPolicy: NeverVerify\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
+		{"the gate off", "featureGates:\n  KubeletEnsureSecretPulledImages: false\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
+		{"an unknown gate", "featureGates:\n  SomeAlphaGate: true\n", "featureGates," + strings.Join(defaultsNotHonoured, ",")},
+	} {
+		cl, _, err := parse(t, "--config="+writeFile(t, dir, tc.name+".yaml", header+tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := cl.Warnings()
+		if len(w) != 1 || warnedFields(w[0]) != tc.want {
+			t.Errorf("%s: warnings %q, want one line naming %s", tc.name, w, tc.want)
+		}
+	}
+}
+
+// Without a config file nodelet keeps the secure defaults and says where upstream's
+// kubelet differs; --help shows nodelet's defaults.
+func TestNoConfigFileNamesTheSecureDefaults(t *testing.T) {
+	cl, opts, err := parse(t, "--read-only-port=10255")
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined := strings.Join(cl.Warnings(), "\n")
-	if !strings.Contains(joined, "not implemented by nodelet yet; they have no effect: cpuManagerPolicy, memorySwap") {
-		t.Errorf("warnings %q", joined)
+	a := opts.Config.Authentication
+	if opts.Config.ReadOnlyPort != 10255 || *a.Anonymous.Enabled || !*a.Webhook.Enabled || opts.Config.Authorization.Mode != "Webhook" {
+		t.Errorf("defaults without a config file: readOnlyPort %d, anonymous %v, webhook %v, mode %s",
+			opts.Config.ReadOnlyPort, *a.Anonymous.Enabled, *a.Webhook.Enabled, opts.Config.Authorization.Mode)
 	}
-	if strings.Contains(joined, "cgroupDriver") || strings.Contains(joined, "maxPods") || strings.Contains(joined, "authentication") {
-		t.Errorf("a default value or an implemented field was warned about: %q", joined)
+	want := "No --config file: nodelet keeps the KubeletConfiguration's secure defaults where upstream's kubelet applies its legacy flag defaults: " +
+		"authentication.anonymous.enabled false (upstream: true), authentication.webhook.enabled true (upstream: false), authorization.mode Webhook (upstream: AlwaysAllow)"
+	if joined := strings.Join(cl.Warnings(), "\n"); !strings.Contains(joined, want) {
+		t.Errorf("warnings %q, want %q (the read-only port was given)", joined, want)
+	}
+	cl, _, err = parse(t, "--config="+writeFile(t, t.TempDir(), "c.yaml", header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(cl.Warnings(), "\n"), "No --config file") {
+		t.Error("warned about the legacy defaults with a config file")
+	}
+	usage := NewCommandLine("nodelet").Usage()
+	for _, want := range []string{`--read-only-port int32`, `--authorization-mode string`} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+	for _, want := range []string{`(default "Webhook")`, `(default true)`} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("usage lacks nodelet's default %s", want)
+		}
+	}
+	if strings.Contains(usage, "(default 10255)") || strings.Contains(usage, `(default "AlwaysAllow")`) {
+		t.Error("--help shows upstream's legacy defaults, not nodelet's")
 	}
 }
