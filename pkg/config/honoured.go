@@ -45,10 +45,14 @@ var notRead = map[string]fixedBehaviour{
 		func(c *kc.KubeletConfiguration) bool { return c.CPUManagerPolicy == "" || c.CPUManagerPolicy == "none" }},
 	"reservedSystemCPUs": {"no CPUs are reserved", func(c *kc.KubeletConfiguration) bool { return c.ReservedSystemCPUs == "" }},
 	"memoryManagerPolicy": {"no NUMA memory assignment (None)",
-		func(c *kc.KubeletConfiguration) bool { return c.MemoryManagerPolicy == "" || c.MemoryManagerPolicy == "None" }},
+		func(c *kc.KubeletConfiguration) bool {
+			return c.MemoryManagerPolicy == "" || c.MemoryManagerPolicy == "None"
+		}},
 	"reservedMemory": {"no memory manager", func(c *kc.KubeletConfiguration) bool { return len(c.ReservedMemory) == 0 }},
 	"topologyManagerPolicy": {"no topology alignment (none)",
-		func(c *kc.KubeletConfiguration) bool { return c.TopologyManagerPolicy == "" || c.TopologyManagerPolicy == "none" }},
+		func(c *kc.KubeletConfiguration) bool {
+			return c.TopologyManagerPolicy == "" || c.TopologyManagerPolicy == "none"
+		}},
 	"topologyManagerScope": {"no topology manager",
 		func(c *kc.KubeletConfiguration) bool {
 			return c.TopologyManagerPolicy == "" || c.TopologyManagerPolicy == "none" || c.TopologyManagerScope == "container"
@@ -64,13 +68,17 @@ var notRead = map[string]fixedBehaviour{
 		func(c *kc.KubeletConfiguration) bool { return c.PodCIDR == "" }},
 	"runOnce": {"nodelet keeps running", func(c *kc.KubeletConfiguration) bool { return !c.RunOnce }},
 	"mergeDefaultEvictionSettings": {"evictionHard replaces the defaults as a whole",
-		func(c *kc.KubeletConfiguration) bool { return c.MergeDefaultEvictionSettings == nil || !*c.MergeDefaultEvictionSettings }},
+		func(c *kc.KubeletConfiguration) bool {
+			return c.MergeDefaultEvictionSettings == nil || !*c.MergeDefaultEvictionSettings
+		}},
 	// false: upstream sets vm.overcommit_memory, vm.panic_on_oom, kernel.panic,
 	// kernel.panic_on_oops and kernel.keys.root_max*; true: it refuses to start when
 	// they differ. nodelet neither sets nor checks them.
 	"protectKernelDefaults": {"the kernel's sysctls are neither set nor checked", never},
 	"makeIPTablesUtilChains": {"no KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY chains are made",
-		func(c *kc.KubeletConfiguration) bool { return c.MakeIPTablesUtilChains != nil && !*c.MakeIPTablesUtilChains }},
+		func(c *kc.KubeletConfiguration) bool {
+			return c.MakeIPTablesUtilChains != nil && !*c.MakeIPTablesUtilChains
+		}},
 	// Deprecated: upstream's kubelet has not made the KUBE-MARK-* chains they were for
 	// since v1.28 either.
 	"iptablesMasqueradeBit": {"not used, as upstream", always},
@@ -80,7 +88,9 @@ var notRead = map[string]fixedBehaviour{
 			return c.MemorySwap.SwapBehavior == "" || c.MemorySwap.SwapBehavior == "NoSwap"
 		}},
 	"containerLogMaxWorkers": {"logs are rotated by one worker",
-		func(c *kc.KubeletConfiguration) bool { return c.ContainerLogMaxWorkers == nil || *c.ContainerLogMaxWorkers == 1 }},
+		func(c *kc.KubeletConfiguration) bool {
+			return c.ContainerLogMaxWorkers == nil || *c.ContainerLogMaxWorkers == 1
+		}},
 	"showHiddenMetricsForVersion": {"no hidden metrics are shown",
 		func(c *kc.KubeletConfiguration) bool { return c.ShowHiddenMetricsForVersion == "" }},
 	"defaultPodSysctls": {"pods get no default sysctls",
