@@ -24,9 +24,17 @@ const fqdnMaxLen = 64
 // GeneratePodHostNameAndDomain returns the pod's hostname (spec.hostname, or
 // the pod name, cut to 63 characters) and its domain
 // "<subdomain>.<namespace>.svc.<clusterDomain>", empty without a subdomain.
-// See PodKernelHostname for the name the sandbox actually gets, which
-// depends on setHostnameAsFQDN.
+// spec.hostnameOverride (GA in v1.37) replaces both: the pod gets exactly that
+// name and no domain. See PodKernelHostname for the name the sandbox actually
+// gets, which depends on setHostnameAsFQDN.
 func GeneratePodHostNameAndDomain(pod *v1.Pod, clusterDomain string) (hostname, hostDomain string, err error) {
+	if o := pod.Spec.HostnameOverride; o != nil {
+		if msgs := validation.IsDNS1123Subdomain(*o); len(msgs) != 0 {
+			return "", "", fmt.Errorf("pod HostnameOverride %q is not a valid DNS subdomain: %s", *o, strings.Join(msgs, ";"))
+		}
+		hostname, err = truncatePodHostname(pod.Name, *o)
+		return hostname, "", err
+	}
 	hostname = pod.Name
 	if pod.Spec.Hostname != "" {
 		if msgs := validation.IsDNS1123Label(pod.Spec.Hostname); len(msgs) != 0 {

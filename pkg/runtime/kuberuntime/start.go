@@ -125,9 +125,25 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	return config, cleanup, "", nil
 }
 
-// mounts are the container's volume mounts. A subPathExpr is expanded from the
-// container's environment, which is worked out for it only when one is used.
+// mounts are the container's volume mounts, then the pod's kubelet-managed /etc/hosts.
 func (m *Manager) mounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) ([]*runtimeapi.Mount, error) {
+	mounts, err := m.volumeMounts(ctx, pod, c, opts)
+	if err != nil || opts.PodDir == "" {
+		return mounts, err
+	}
+	hosts, err := criconfig.HostsMount(pod, c, criconfig.HostsFile{PodDir: opts.PodDir, PodIPs: opts.PodIPs, ClusterDomain: m.opts.ClusterDomain})
+	if err != nil {
+		return nil, fmt.Errorf("failed to write the pod's hosts file: %w", err)
+	}
+	if hosts != nil {
+		mounts = append(mounts, hosts)
+	}
+	return mounts, nil
+}
+
+// volumeMounts are the container's volume mounts. A subPathExpr is expanded from the
+// container's environment, which is worked out for it only when one is used.
+func (m *Manager) volumeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) ([]*runtimeapi.Mount, error) {
 	if m.volumes == nil {
 		return nil, nil
 	}
