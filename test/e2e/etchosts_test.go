@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,5 +82,36 @@ func TestStandaloneManagedEtcHosts(t *testing.T) {
 		if !strings.Contains(hostnet, want) {
 			t.Errorf("the host-network pod's output lacks %q:\n%s", want, hostnet)
 		}
+	}
+}
+
+// A host-network pod whose environment reads its IPs through the downward API starts with
+// the node's addresses as its pod IPs, as upstream's kubelet gives them.
+func TestStandaloneHostNetworkPodIPsAreTheNodes(t *testing.T) {
+	s := startStandalone(t)
+	env := "    env:\n"
+	for name, path := range map[string]string{"POD_IP": "status.podIP", "POD_IPS": "status.podIPs", "HOST_IP": "status.hostIP", "HOST_IPS": "status.hostIPs"} {
+		env += fmt.Sprintf("    - name: %s\n      valueFrom:\n        fieldRef:\n          fieldPath: %s\n", name, path)
+	}
+	manifest := busyboxPod("hostips", "Always", `echo "POD_IP=$POD_IP POD_IPS=$POD_IPS HOST_IP=$HOST_IP HOST_IPS=$HOST_IPS"; sleep 3600`)
+	manifest = strings.Replace(manifest, "spec:\n", "spec:\n  hostNetwork: true\n", 1) + env
+	s.writeManifest(t, "hostips.yaml", manifest)
+	var line string
+	waitFor(t, 30*time.Second, "the host-network pod printed its IPs", func() bool {
+		for _, l := range strings.Split(s.podLog(t, "hostips", "c0"), "\n") {
+			if i := strings.Index(l, "POD_IP="); i >= 0 {
+				line = l[i:]
+				return true
+			}
+		}
+		return false
+	})
+	m := regexp.MustCompile(`POD_IP=(\S*) POD_IPS=(\S*) HOST_IP=(\S*) HOST_IPS=(\S*)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("output %q", line)
+	}
+	podIP, podIPs, hostIP, hostIPs := m[1], m[2], m[3], m[4]
+	if podIP == "" || podIP != hostIP || podIPs != hostIPs || !strings.HasPrefix(podIPs, podIP) {
+		t.Errorf("a host-network pod's env %q: want its pod IPs to be the node's", line)
 	}
 }

@@ -34,6 +34,8 @@ type fakeRuntime struct {
 	synced  []types.UID
 	// lastSynced is the pod each SyncPod was last given, by UID.
 	lastSynced map[types.UID]*v1.Pod
+	// lastStatus is the runtime status the last SyncPod was given.
+	lastStatus *container.PodStatus
 	// result is what SyncPod returns.
 	result container.PodSyncResult
 	// onSync, when set, is called with each SyncPod's context.
@@ -61,7 +63,7 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, ns st
 	return &container.PodStatus{ID: uid, Name: name, Namespace: ns}, nil
 }
 
-func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ *container.PodStatus, _ []v1.Secret, _ *flowcontrol.Backoff) container.PodSyncResult {
+func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, ps *container.PodStatus, _ []v1.Secret, _ *flowcontrol.Backoff) container.PodSyncResult {
 	if f.onSync != nil {
 		f.onSync(ctx)
 	}
@@ -72,6 +74,7 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ *container.Pod
 		f.lastSynced = map[types.UID]*v1.Pod{}
 	}
 	f.lastSynced[pod.UID] = pod
+	f.lastStatus = ps
 	return f.result
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,7 +63,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	// Every sync makes sure the pod is probed (as upstream): a pod re-created with the
 	// same UID lost its probes when the old pod's teardown finished.
 	k.deps.Prober.AddPod(pod)
-	result := k.deps.Runtime.SyncPod(ctx, pod, ps, nil, k.backOff)
+	result := k.deps.Runtime.SyncPod(ctx, pod, withAPIPodIPs(ps, apiStatus), nil, k.backOff)
 	k.reasons.Update(pod.UID, result)
 	resized := k.recordResizeResult(pod, result)
 	if err := result.Error(); err != nil {
@@ -338,4 +339,24 @@ func (k *Kubelet) observeStartup(uid types.UID) {
 	if st, ok := k.deps.Status.GetPodStatus(uid); ok {
 		k.startup.StatusChanged(uid, &st)
 	}
+}
+
+// withAPIPodIPs is ps with the pod IPs of the API status, which the runtime manager gives
+// to the containers (downward API, hosts file), as upstream's SyncPod passes them: a
+// host-network pod's are the node's, its sandbox reporting none. ps itself, shared with
+// the pod cache, is not changed.
+func withAPIPodIPs(ps *container.PodStatus, s v1.PodStatus) *container.PodStatus {
+	ips := make([]string, 0, len(s.PodIPs))
+	for _, ip := range s.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && s.PodIP != "" {
+		ips = []string{s.PodIP}
+	}
+	if ps == nil || slices.Equal(ips, ps.IPs) {
+		return ps
+	}
+	copied := *ps
+	copied.IPs = ips
+	return &copied
 }

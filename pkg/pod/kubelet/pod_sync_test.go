@@ -96,3 +96,23 @@ func TestSyncPodStopsWhenVolumesFail(t *testing.T) {
 		})
 	}
 }
+
+// A host-network pod's containers get the node's IPs as pod IPs (downward API, hosts file):
+// its sandbox reports none, and the runtime manager is given the API status's, as upstream.
+func TestSyncPodGivesHostNetworkPodsTheNodeIPs(t *testing.T) {
+	k, rt, _ := newVolumesTestKubelet(nil)
+	k.cfg.HostIPs = []string{"192.168.5.5"}
+	pod := testPod("h", "h")
+	pod.Spec.HostNetwork = true
+	k.pods.AddPod(pod)
+	ps := &container.PodStatus{ID: "h", Name: "h", Namespace: "ns"}
+	if _, _, err := k.SyncPod(context.Background(), podworkers.SyncPodSync, pod, ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.lastStatus.IPs; !slices.Equal(got, []string{"192.168.5.5"}) {
+		t.Errorf("the runtime manager was given pod IPs %v, want the node's", got)
+	}
+	if len(ps.IPs) != 0 {
+		t.Errorf("the cached status was changed: %v", ps.IPs)
+	}
+}
