@@ -315,13 +315,72 @@ func validateEnvVarValueFrom(ev v1.EnvVar, fldPath *field.Path) field.ErrorList 
 		sources++
 		allErrs = append(allErrs, validateKeySelector(ref.Name, ref.Key, fldPath.Child("secretKeyRef"))...)
 	}
+	if ref := ev.ValueFrom.FileKeyRef; ref != nil {
+		sources++
+		allErrs = append(allErrs, validateFileKeySelector(ref, fldPath.Child("fileKeyRef"))...)
+	}
 	switch {
 	case sources == 0:
-		allErrs = append(allErrs, field.Invalid(fldPath, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`"))
+		allErrs = append(allErrs, field.Invalid(fldPath, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef`, `secretKeyRef` or `fileKeyRef`"))
 	case ev.Value != "":
 		allErrs = append(allErrs, field.Invalid(fldPath, "", "may not be specified when `value` is not empty"))
 	case sources > 1:
 		allErrs = append(allErrs, field.Invalid(fldPath, "", "may not have more than one field specified at a time"))
+	}
+	return allErrs
+}
+
+// validateFileKeySelector checks an env file reference (EnvFiles, beta and on by default
+// since v1.35): a key that is a valid variable name, a volume name, a path without "..".
+func validateFileKeySelector(ref *v1.FileKeySelector, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if ref.Key == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("key"), ""))
+	} else {
+		allErrs = append(allErrs, invalidEach(fldPath.Child("key"), ref.Key, validation.IsRelaxedEnvVarName(ref.Key))...)
+	}
+	if ref.VolumeName == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("volumeName"), ""))
+	} else {
+		allErrs = append(allErrs, invalidEach(fldPath.Child("volumeName"), ref.VolumeName, validation.IsDNS1123Label(ref.VolumeName))...)
+	}
+	if ref.Path == "" {
+		allErrs = append(allErrs, field.Required(fldPath.Child("path"), ""))
+	} else {
+		allErrs = append(allErrs, validatePathNoBacksteps(ref.Path, fldPath.Child("path"))...)
+	}
+	return allErrs
+}
+
+// validateFileKeyRefVolumes: an env file is read from one of the pod's emptyDir volumes.
+func validateFileKeyRefVolumes(spec *v1.PodSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	sources := map[string]*v1.VolumeSource{}
+	for i := range spec.Volumes {
+		sources[spec.Volumes[i].Name] = &spec.Volumes[i].VolumeSource
+	}
+	check := func(c *v1.Container, cPath *field.Path) {
+		for j, e := range c.Env {
+			if e.ValueFrom == nil || e.ValueFrom.FileKeyRef == nil {
+				continue
+			}
+			name := e.ValueFrom.FileKeyRef.VolumeName
+			p := cPath.Child("env").Index(j).Child("valueFrom", "fileKeyRef", "volumeName")
+			if src, ok := sources[name]; !ok {
+				allErrs = append(allErrs, field.NotFound(p, name))
+			} else if src.EmptyDir == nil {
+				allErrs = append(allErrs, field.Invalid(p, name, "referenced volume must be of type emptyDir"))
+			}
+		}
+	}
+	for i := range spec.InitContainers {
+		check(&spec.InitContainers[i], fldPath.Child("initContainers").Index(i))
+	}
+	for i := range spec.Containers {
+		check(&spec.Containers[i], fldPath.Child("containers").Index(i))
+	}
+	for i := range spec.EphemeralContainers {
+		check((*v1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon), fldPath.Child("ephemeralContainers").Index(i))
 	}
 	return allErrs
 }

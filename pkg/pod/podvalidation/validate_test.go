@@ -51,6 +51,12 @@ func container(name string) v1.Container {
 }
 
 func TestValidPodPasses(t *testing.T) {
+	withEnvFile := validPod()
+	withEnvFile.Spec.Containers[0].Env = append(withEnvFile.Spec.Containers[0].Env, v1.EnvVar{Name: "TOKEN",
+		ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "data", Path: "app/env", Key: "TOKEN"}}})
+	if errs := ValidatePod(withEnvFile); len(errs) != 0 {
+		t.Errorf("a valid env file reference: %v", errs)
+	}
 	if errs := ValidatePod(validPod()); len(errs) != 0 {
 		t.Fatalf("valid pod rejected: %v", errs)
 	}
@@ -158,6 +164,21 @@ func TestValidationRules(t *testing.T) {
 		{"nodeName subdomain", func(p *v1.Pod) { p.Spec.NodeName = "Node_1" }, `spec.nodeName: Invalid value: "Node_1"`},
 		{"toleration operator", func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "k", Operator: "Maybe"}} }, `spec.tolerations[0].operator: Unsupported value: "Maybe"`},
 		{"hostname label", func(p *v1.Pod) { p.Spec.Hostname = "a.b" }, `spec.hostname: Invalid value: "a.b"`},
+
+		// env files (EnvFiles)
+		{"fileKeyRef fields", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env[0] = v1.EnvVar{Name: "T", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "data", Path: "../env", Key: "a=b"}}}
+		}, `spec.containers[0].env[0].valueFrom.fileKeyRef.key: Invalid value: "a=b"`},
+		{"fileKeyRef path backsteps", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env[0] = v1.EnvVar{Name: "T", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "data", Path: "../env", Key: "T"}}}
+		}, `spec.containers[0].env[0].valueFrom.fileKeyRef.path: Invalid value: "../env": must not contain '..'`},
+		{"fileKeyRef volume must exist", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env[0] = v1.EnvVar{Name: "T", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "cache", Path: "env", Key: "T"}}}
+		}, `spec.containers[0].env[0].valueFrom.fileKeyRef.volumeName: Not found: "cache"`},
+		{"fileKeyRef volume is an emptyDir", func(p *v1.Pod) {
+			p.Spec.Volumes[0].VolumeSource = v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/tmp"}}
+			p.Spec.Containers[0].Env[0] = v1.EnvVar{Name: "T", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "data", Path: "env", Key: "T"}}}
+		}, `spec.containers[0].env[0].valueFrom.fileKeyRef.volumeName: Invalid value: "data": referenced volume must be of type emptyDir`},
 
 		// volumes
 		{"volume name DNS label", func(p *v1.Pod) { p.Spec.Volumes[0].Name = "Data" }, `spec.volumes[0].name: Invalid value: "Data": a lowercase RFC 1123 label`},

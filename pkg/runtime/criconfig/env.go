@@ -125,6 +125,8 @@ func envVarValue(pod *v1.Pod, c *v1.Container, e *v1.EnvVar, opts ContainerOptio
 		return configMapKeyValue(from.ConfigMapKeyRef, e.Name, objects)
 	case from.SecretKeyRef != nil:
 		return secretKeyValue(from.SecretKeyRef, e.Name, objects)
+	case from.FileKeyRef != nil:
+		return fileKeyValue(pod, from.FileKeyRef, opts.PodDir)
 	}
 	return "", false, nil
 }
