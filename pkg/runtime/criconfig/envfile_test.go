@@ -22,12 +22,12 @@ func TestParseEnvFileAsUpstream(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		"NOEQUALS\n":          "line 1: missing '='",
-		"=x\n":                "line 1: empty variable name",
-		"A ='x'\n":            "line 1: whitespace before '=' is not allowed",
-		"A=x\n":               "line 1: value must be enclosed in single quotes",
-		"A='x' y\n":           "line 1: unexpected content after closing quote",
-		"\nA='open\nstill\n":  "starting at line 2: unclosed single quote",
+		"NOEQUALS\n":           "line 1: missing '='",
+		"=x\n":                 "line 1: empty variable name",
+		"A ='x'\n":             "line 1: whitespace before '=' is not allowed",
+		"A=x\n":                "line 1: value must be enclosed in single quotes",
+		"A='x' y\n":            "line 1: unexpected content after closing quote",
+		"\nA='open\nstill\n":   "starting at line 2: unclosed single quote",
 		"A='1'\nB='2\n3'\nC\n": "line 4: missing '='",
 	} {
 		_, err := parseEnvFile(strings.NewReader(body), "Z")
