@@ -68,18 +68,18 @@ func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
 }
 
 // startPodLoop builds the pod sources, the runtime manager, the node status controller
-// and the loop, and runs them until ctx ends. cl is nil standalone.
-func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) error {
+// and the loop, and runs them until ctx ends; it returns the loop. cl is nil standalone.
+func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) (*kubelet.Kubelet, error) {
 	cfg := opts.Config
 	// The runtime's cgroup driver wins over the configured one (upstream, with RuntimeConfig).
 	driver, err := cri.ResolveCgroupDriver(ctx, rs, cfg.CgroupDriver)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.CgroupDriver = driver
 	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nodeIPs := nodestatus.HostIPs(nodeName, nodeName, configured)
 	recorder := cl.recorder(ctx, nodeName)
@@ -89,23 +89,23 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	// node status.
 	nodeOpts, err := nodestatus.OptionsFromConfig(opts, nodeName, nodeName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	machine := sync.OnceValues(func() (*nodestatus.MachineInfo, error) { return nodestatus.ReadMachineInfo(opts.RootDirectory) })
 	cgroups, err := newContainerManager(opts, nodeName, recorder, nodeOpts, machine)
 	if err != nil {
-		return fmt.Errorf("failed to start ContainerManager: %w", err)
+		return nil, fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	host := criconfig.DetectHost(cgroups.CgroupV2())
 	proxy := &podStateProxy{}
 	usernsManager, err := newUserNamespaces(opts, rs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The resources admitted for each pod, kept across restarts (upstream's checkpoint).
 	allocations, err := allocation.NewStore(opts.RootDirectory, allocation.AllocatedPodsStateFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ro := runtimeSettings(opts, nodeName, nodeIPs, host, nodeOpts)
 	ro.RuntimeService, ro.ImageService, ro.Recorder, ro.UserNamespaces = rs, is, recorder, usernsManager
@@ -115,7 +115,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cache := podcache.New()
 	plegEvents := make(chan *pleg.PodLifecycleEvent, plegChannelCapacity)
@@ -132,17 +132,17 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	late := &lateBound{}
 	evictions, err := newEvictionManager(opts, nodeName, recorder, is, late)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, cl)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
 		PressureConditions: evictions.PressureConditions})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Describe the node now, off the pod path: the first admission would otherwise wait
 	// for machine facts and the runtime's image list.
@@ -170,34 +170,34 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	proxy.k = k
 	// The QoS hierarchy before any pod syncs (upstream's container manager start).
 	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
-		return fmt.Errorf("failed to start ContainerManager: %w", err)
+		return nil, fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), statsOptions(opts, nodeName))
 	go summary.Run(ctx)
 	images, err := startImageGC(ctx, opts, rs, is, recorder, nodeName)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	registries.Kubelet.MustRegister(imagegc.ImageGarbageCollectedTotal)
 	late.loop, late.summary, late.images = k, summary, images
 	evictions.Start(ctx)
 	startOOMWatcher(ctx, recorder, nodeName)
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
-		return err
+		return nil, err
 	}
 	if err := startLogRotation(ctx, cfg, rs); err != nil {
-		return err
+		return nil, err
 	}
 	if serving {
 		api := kubeletAPI{opts: opts, nodeName: nodeName, nodeIPs: nodeIPs, loop: k, runtime: runtime, cri: rs,
 			summary: summary, node: node, machine: machine, registries: registries, cluster: cl}
 		if err := api.start(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	go k.Run(ctx, podConfig.Updates())
 	klog.InfoS("Pod loop started", "node", nodeName, "sources", sets.List(expected))
-	return nil
+	return k, nil
 }
 
 // loopConfig is the pod loop's configuration: sync and housekeeping periods, maxPods, the

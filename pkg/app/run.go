@@ -20,6 +20,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/lockfile"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/node/sdnotify"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 )
@@ -83,10 +84,14 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if cl != nil {
 		defer cl.clients.Stop()
 	}
-	if err := startPodLoop(ctx, opts, name, runtime, images, state, registries, cl); err != nil {
+	loop, err := startPodLoop(ctx, opts, name, runtime, images, state, registries, cl)
+	if err != nil {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
+	if err := notifyServiceManager(ctx, loop.SyncLoopHealthy); err != nil {
+		return err
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-cl.credentialsRefused(ctx):
@@ -156,6 +161,24 @@ func serveHealthz(ctx context.Context, opts *config.Options, state *kubelet.Runt
 	}
 	klog.InfoS("Serving healthz", "address", srv.Addr())
 	go srv.Serve(ctx)
+	return nil
+}
+
+// notifyServiceManager tells systemd (a Type=notify unit) that nodelet runs, and keeps its
+// watchdog fed while the sync loop is healthy when the unit sets WatchdogSec, as upstream.
+func notifyServiceManager(ctx context.Context, syncLoopHealthy func() error) error {
+	if _, err := sdnotify.Notify(sdnotify.Ready); err != nil {
+		klog.ErrorS(err, "Failed to notify systemd that nodelet is ready")
+	}
+	interval, err := sdnotify.WatchdogInterval()
+	if err != nil {
+		return err
+	}
+	if interval == 0 {
+		klog.V(2).InfoS("Systemd watchdog is not enabled")
+		return nil
+	}
+	go sdnotify.RunWatchdog(ctx, interval, syncLoopHealthy)
 	return nil
 }
 

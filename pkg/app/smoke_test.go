@@ -77,6 +77,9 @@ enableServer: false
 		t.Logf("config warning: %s", w)
 	}
 
+	// nodelet runs as a systemd Type=notify unit with WatchdogSec=2s would run it.
+	notified := smokeNotifySocket(t)
+	t.Setenv("WATCHDOG_USEC", "2000000")
 	ctx, cancel := context.WithCancel(context.Background())
 	var runErr error
 	done := make(chan struct{}) // closed when Run has returned runErr
@@ -127,6 +130,18 @@ enableServer: false
 		}
 	}
 	t.Logf("pod running after %v: sandbox %s, container %s", time.Since(start).Round(time.Millisecond), sandboxID, containerID)
+
+	// READY=1 once the loop runs, then WATCHDOG=1 every second while the sync loop is healthy.
+	for _, want := range []string{"READY=1", "WATCHDOG=1", "WATCHDOG=1"} {
+		select {
+		case got := <-notified:
+			if got != want {
+				t.Errorf("systemd was told %q, want %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("systemd was not told %q", want)
+		}
+	}
 
 	// (b) healthz answers 200 "ok".
 	client := &http.Client{Timeout: time.Second}
@@ -247,4 +262,29 @@ func smokeCleanupLegacyLogs(t *testing.T) {
 			_ = os.Remove(smokeLegacyLogsDir) // only if empty
 		}
 	})
+}
+
+// smokeNotifySocket is a service manager's notification socket: what nodelet sends arrives
+// on the channel.
+func smokeNotifySocket(t *testing.T) <-chan string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", path)
+	got := make(chan string, 100)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	return got
 }
