@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -38,4 +39,35 @@ func warnedFields(warning string) string {
 		names = append(names, name)
 	}
 	return strings.Join(names, ",")
+}
+
+// The systemd drop-in in examples/systemd starts nodelet with kubeadm's command line: every
+// flag in it (with what kubeadm-flags.env typically holds) must parse.
+func TestKubeadmDropInParses(t *testing.T) {
+	data, err := os.ReadFile("../../examples/systemd/10-kubeadm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"KUBELET_KUBEADM_ARGS": "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --node-ip=10.0.0.5 --hostname-override=node-a",
+		"KUBELET_EXTRA_ARGS":   "",
+	}
+	var exec string
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Environment="); ok {
+			name, value, _ := strings.Cut(strings.Trim(v, `"`), "=")
+			env[name] = value
+		}
+		if v, ok := strings.CutPrefix(line, "ExecStart="); ok && v != "" {
+			exec = v
+		}
+	}
+	args := strings.Fields(os.Expand(exec, func(k string) string { return env[k] }))
+	if len(args) < 4 || args[0] != "/usr/bin/kubelet" {
+		t.Fatalf("ExecStart %q", exec)
+	}
+	cl := NewCommandLine("nodelet")
+	if err := cl.Parse(args[1:]); err != nil {
+		t.Fatalf("nodelet does not take kubeadm's command line %q: %v", args[1:], err)
+	}
 }
