@@ -12,6 +12,9 @@ import (
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
+// ExternalCloudProvider is --cloud-provider's value for an out-of-tree cloud provider.
+const ExternalCloudProvider = "external"
+
 // ValidateKubeletFlags checks the command-only settings.
 func ValidateKubeletFlags(f *KubeletFlags) error {
 	var errs []error
@@ -20,6 +23,10 @@ func ValidateKubeletFlags(f *KubeletFlags) error {
 	}
 	if !filepath.IsAbs(f.RootDirectory) {
 		bad("root-dir", "must be an absolute path", f.RootDirectory)
+	}
+	if f.CloudProvider != "" && f.CloudProvider != ExternalCloudProvider {
+		// Upstream's kubelet has no built-in providers any more; its words.
+		errs = append(errs, fmt.Errorf("cloud provider %q was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider", f.CloudProvider))
 	}
 	if f.ExitOnLockContention && f.LockFilePath == "" {
 		bad("exit-on-lock-contention", "requires --lock-file", "true")

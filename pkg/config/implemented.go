@@ -122,6 +122,7 @@ var implementedCommandFlags = map[string]bool{
 	"bootstrap-kubeconfig":                  true,
 	"cert-dir":                              true,
 	"runtime-cgroups":                       true,
+	"cloud-provider":                        true,
 	"minimum-container-ttl-duration":        true,
 	"maximum-dead-containers-per-container": true,
 	"maximum-dead-containers":               true,

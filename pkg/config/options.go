@@ -28,6 +28,8 @@ type KubeletFlags struct {
 	LockFilePath         string            `json:"lock-file"`
 	ExitOnLockContention bool              `json:"exit-on-lock-contention"`
 	RuntimeCgroups       string            `json:"runtime-cgroups"`
+	// CloudProvider is "" or "external" (an out-of-tree cloud controller manager).
+	CloudProvider string `json:"cloud-provider"`
 	// Container garbage collection (upstream's deprecated GC flags, still honoured).
 	MinimumGCAge            metav1.Duration `json:"minimum-container-ttl-duration"`
 	MaxPerPodContainerCount int32           `json:"maximum-dead-containers-per-container"`

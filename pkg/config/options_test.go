@@ -266,3 +266,19 @@ func TestNoConfigFileNamesTheSecureDefaults(t *testing.T) {
 		t.Error("--help shows upstream's legacy defaults, not nodelet's")
 	}
 }
+
+// --cloud-provider=external is honoured; an in-tree provider is refused with upstream's words.
+func TestCloudProviderFlag(t *testing.T) {
+	cl, opts, err := parse(t, "--cloud-provider=external")
+	if err != nil || opts.CloudProvider != ExternalCloudProvider {
+		t.Fatalf("external: %v, %+v", err, opts)
+	}
+	if joined := strings.Join(cl.Warnings(), "\n"); strings.Contains(joined, "cloud-provider") {
+		t.Errorf("an implemented flag warned: %q", joined)
+	}
+	_, _, err = parse(t, "--cloud-provider=aws")
+	want := `cloud provider "aws" was specified, but built-in cloud providers are disabled. Please set --cloud-provider=external and migrate to an external cloud provider`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("aws: %v, want %q", err, want)
+	}
+}

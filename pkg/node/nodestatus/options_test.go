@@ -50,8 +50,12 @@ func TestOptionsFromConfig(t *testing.T) {
 		opts.NodeLeaseDurationSeconds != 40 || opts.NodeStatusUpdateFrequency != 10*time.Second ||
 		opts.NodeStatusReportFrequency != 5*time.Minute || !opts.LocalStorageCapacityIsolation ||
 		!opts.ControllerAttachDetach || opts.RootDir != "/var/lib/nodelet" || opts.KubeletVersion != "v1.37.2" ||
-		opts.EvictionHard["memory.available"] != "100Mi" {
+		opts.EvictionHard["memory.available"] != "100Mi" || opts.ExternalCloudProvider {
 		t.Errorf("defaults: %+v", opts)
+	}
+	external, err := OptionsFromConfig(parseConfig(t, "--cloud-provider=external"), "node-a", "host-a")
+	if err != nil || !external.ExternalCloudProvider {
+		t.Errorf("--cloud-provider=external did not reach node status: %v", err)
 	}
 }
 
