@@ -244,15 +244,18 @@ func TestLocalVolumeIsBindMountedAndUnmounted(t *testing.T) {
 }
 
 func TestSubPathExpr(t *testing.T) {
+	requireRoot(t)
 	m := newTestManager(t)
+	unmountOnCleanup(t, m.rootDir)
 	pod := newPod("uid-1", emptyDirVolume("logs", ""))
 	must(t, m.SetUpPod(ctx, pod))
 	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "logs", MountPath: "/logs", SubPathExpr: "$(POD_NAME)/x"}}}
 	mounts, err := m.MountsFor(pod, c, map[string]string{"POD_NAME": "web-1"})
 	must(t, err)
-	if want := filepath.Join(m.emptyDirPath("uid-1", "logs"), "web-1/x"); mounts[0].HostPath != want {
+	if want := filepath.Join(m.PodDir("uid-1"), "volume-subpaths/logs/app/0"); mounts[0].HostPath != want {
 		t.Errorf("host path %s, want %s", mounts[0].HostPath, want)
 	}
+	assertSameFile(t, mounts[0].HostPath, filepath.Join(m.emptyDirPath("uid-1", "logs"), "web-1/x"))
 	c.VolumeMounts[0].SubPathExpr = "$(UP)"
 	if _, err := m.MountsFor(pod, c, map[string]string{"UP": "../../etc"}); err == nil {
 		t.Error("a subPathExpr expanding to ../.. was accepted")

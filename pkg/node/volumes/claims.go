@@ -31,6 +31,8 @@ type Claims interface {
 type claimMount struct {
 	path     string
 	readOnly bool
+	// pvName is the persistent volume's name, which names the claim's subPath mounts.
+	pvName string
 	// relabel: a directory nodelet made for the pod (a local volume's bind mount).
 	relabel bool
 }
@@ -104,7 +106,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	if err != nil {
 		return err
 	}
-	cm.readOnly = readOnly
+	cm.readOnly, cm.pvName = readOnly, pv.Name
 	m.claims.set(pod.UID, vol.Name, cm)
 	return nil
 }

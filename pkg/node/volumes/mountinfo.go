@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,13 @@ func mountPointsUnder(mounts []mountEntry, dir string) []string {
 
 // unmountAllUnder unmounts everything mounted at or below dir and then
 // checks that nothing is left.
+//
+// The mounts are made private first, with everything below them: a bind mount
+// of a directory on a shared mount (a local volume, a subPath of a hostPath) is
+// a peer of its source, so what the host mounts below the source shows below
+// the bind mount too, and unmounting that copy would unmount the host's mount
+// as well. Only the propagation between these mounts and the volumes' sources
+// changes; unmounting the topmost ones still reaches their copies elsewhere.
 func (m *Manager) unmountAllUnder(dir string) error {
 	resolved, err := filepath.EvalSymlinks(dir)
 	if err != nil {
@@ -107,7 +115,14 @@ func (m *Manager) unmountAllUnder(dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, mp := range mountPointsUnder(mounts, resolved) {
+	under := mountPointsUnder(mounts, resolved)
+	for _, mp := range slices.Backward(under) {
+		// EINVAL: not a mount point (any more).
+		if err := unix.Mount("", mp, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("making %s private: %w", mp, err)
+		}
+	}
+	for _, mp := range under {
 		klog.V(3).InfoS("Unmounting pod volume", "path", mp)
 		// EINVAL: no longer a mount point (a stacked mount went first).
 		if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) {

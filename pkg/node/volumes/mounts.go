@@ -1,7 +1,6 @@
 package volumes
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
@@ -30,7 +28,7 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string)
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
-		mount, err := m.mountFor(pod, c, vm, vol, env)
+		mount, err := m.mountFor(pod, c, i, vol, env)
 		if err != nil {
 			return nil, err
 		}
@@ -39,20 +37,34 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string)
 	return mounts, nil
 }
 
-// mountFor builds the CRI mount of one volumeMount.
-func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, vm *v1.VolumeMount, vol *v1.Volume, env map[string]string) (*runtimeapi.Mount, error) {
+// mountFor builds the CRI mount of the container's volumeMount number index. A subPath
+// is bind-mounted into the pod's directory and that mount is what the runtime gets.
+func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, index int, vol *v1.Volume, env map[string]string) (*runtimeapi.Mount, error) {
+	vm := &c.VolumeMounts[index]
 	hostPath, attrs, err := m.volumePath(pod, vol)
 	if err != nil {
 		return nil, err
 	}
-	subPath := vm.SubPath
+	sub := vm.SubPath
 	if vm.SubPathExpr != "" {
-		if subPath, err = expandSubPathExpr(vm.SubPathExpr, env); err != nil {
+		if sub, err = expandSubPathExpr(vm.SubPathExpr, env); err != nil {
 			return nil, fmt.Errorf("volume %q: unable to expand subPathExpr %q: %w", vm.Name, vm.SubPathExpr, err)
 		}
 	}
-	if subPath != "" {
-		if hostPath, err = prepareSubPath(hostPath, subPath, vm.Name, c.Name); err != nil {
+	if sub != "" {
+		if err := validateUID(pod.UID); err != nil {
+			return nil, err
+		}
+		sp := &subPath{
+			volumePath: hostPath,
+			path:       sub,
+			mountName:  vm.Name,
+			podDir:     m.PodDir(pod.UID),
+			volumeName: attrs.specName,
+			container:  c.Name,
+			index:      index,
+		}
+		if hostPath, err = m.prepareSubPath(sp); err != nil {
 			return nil, err
 		}
 	}
@@ -81,25 +93,28 @@ type volumeAttrs struct {
 	// relabel: the runtime should relabel it for SELinux. Only volumes the kubelet creates
 	// are relabeled; relabeling a hostPath would change the labels of host files.
 	relabel bool
+	// specName names the volume in the layout of subPath mounts, as upstream's
+	// InnerVolumeSpecName: the persistent volume's name for a claim, else the pod's.
+	specName string
 }
 
 // volumePath returns where the volume lives on the host and how it must be mounted.
 func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, volumeAttrs, error) {
 	var dir string
-	attrs := volumeAttrs{relabel: m.selinuxEnabled}
+	attrs := volumeAttrs{relabel: m.selinuxEnabled, specName: vol.Name}
 	switch {
 	case vol.EmptyDir != nil:
 		dir = m.emptyDirPath(pod.UID, vol.Name)
 	case isProjection(vol):
 		dir, attrs.readOnly = m.projectionPath(pod.UID, vol), true
 	case vol.HostPath != nil:
-		return vol.HostPath.Path, volumeAttrs{}, nil
+		return vol.HostPath.Path, volumeAttrs{specName: vol.Name}, nil
 	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
 		cm, ok := m.claims.get(pod.UID, vol.Name)
 		if !ok {
 			return "", volumeAttrs{}, fmt.Errorf("volume %q: claim is not mounted", vol.Name)
 		}
-		return cm.path, volumeAttrs{readOnly: cm.readOnly, relabel: cm.relabel && m.selinuxEnabled}, nil
+		return cm.path, volumeAttrs{readOnly: cm.readOnly, relabel: cm.relabel && m.selinuxEnabled, specName: cm.pvName}, nil
 	default:
 		return "", volumeAttrs{}, fmt.Errorf("volume %q: %w", vol.Name, unsupportedVolumeError(vol))
 	}
@@ -172,96 +187,6 @@ func resolveRecursiveReadOnly(vm *v1.VolumeMount, runtimeSupportsRRO bool) (bool
 	default:
 		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
 	}
-}
-
-// prepareSubPath returns the host path of subPath inside volumePath,
-// creating it as a directory (with the volume's mode) when it is missing.
-// Neither the subPath nor any symlink in it may lead out of the volume.
-// Detailed errors are logged rather than returned because they could tell
-// the pod's author about the host's filesystem.
-func prepareSubPath(volumePath, subPath, mountName, containerName string) (string, error) {
-	if filepath.IsAbs(subPath) {
-		return "", fmt.Errorf("error SubPath `%s` must not be an absolute path", subPath)
-	}
-	if err := validatePathNoBacksteps(subPath); err != nil {
-		return "", fmt.Errorf("unable to provision SubPath `%s`: %v", subPath, err)
-	}
-	path := filepath.Join(volumePath, subPath)
-	if !pathExists(path) {
-		if err := safeMakeDir(volumePath, subPath); err != nil {
-			klog.ErrorS(err, "Failed to create subPath directory for volumeMount of the container", "containerName", containerName, "volumeMountName", mountName)
-			return "", fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q", mountName, containerName)
-		}
-	}
-	resolved, err := resolveWithin(volumePath, path)
-	if err != nil {
-		klog.ErrorS(err, "Failed to prepare subPath for volumeMount of the container", "containerName", containerName, "volumeMountName", mountName)
-		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", mountName, containerName)
-	}
-	return resolved, nil
-}
-
-// safeMakeDir creates the missing directories of subPath under base with
-// base's mode. The part that exists already must resolve inside base, and
-// each directory created must not have been replaced by a symlink.
-func safeMakeDir(base, subPath string) error {
-	info, err := os.Stat(base)
-	if err != nil {
-		return err
-	}
-	perm := info.Mode().Perm()
-	existing, missing := splitExisting(base, subPath)
-	if _, err := resolveWithin(base, existing); err != nil {
-		return err
-	}
-	dir := existing
-	for _, name := range missing {
-		dir = filepath.Join(dir, name)
-		if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", dir)
-		}
-		// Mkdir's mode is reduced by the umask; the subPath must match the volume.
-		if err := os.Chmod(dir, perm); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// splitExisting splits base/subPath into its longest existing prefix and the
-// path elements below it that do not exist.
-func splitExisting(base, subPath string) (string, []string) {
-	existing := base
-	elems := strings.Split(filepath.Clean(subPath), string(filepath.Separator))
-	for i, elem := range elems {
-		next := filepath.Join(existing, elem)
-		if _, err := os.Lstat(next); err != nil {
-			return existing, elems[i:]
-		}
-		existing = next
-	}
-	return existing, nil
-}
-
-// resolveWithin resolves every symlink in path and fails unless the result
-// lies inside base (itself resolved).
-func resolveWithin(base, path string) (string, error) {
-	resolvedBase, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", err
-	}
-	resolved, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(resolvedBase, resolved)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("path %s is outside of allowed base %s", resolved, resolvedBase)
-	}
-	return resolved, nil
 }
 
 // selinuxEnabled reports whether the host enforces SELinux labels: selinuxfs

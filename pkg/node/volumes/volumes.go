@@ -148,10 +148,10 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 	}
 }
 
-// CleanupPod unmounts whatever is mounted under the pod's directory (tmpfs
-// emptyDirs) and removes the directory. It refuses to remove anything while a
-// mount remains, so that it can never delete through a mount into data that
-// is not the pod's.
+// CleanupPod unmounts whatever is mounted under the pod's directory (subPath bind
+// mounts first, then tmpfs emptyDirs and claims) and removes the directory. It refuses
+// to remove anything while a mount remains, so that it can never delete through a
+// mount into data that is not the pod's.
 func (m *Manager) CleanupPod(uid types.UID) error {
 	if err := validateUID(uid); err != nil {
 		return err
@@ -160,6 +160,9 @@ func (m *Manager) CleanupPod(uid types.UID) error {
 	dir := m.PodDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil
+	}
+	if err := m.cleanSubPaths(dir); err != nil {
+		return err
 	}
 	if err := m.unmountAllUnder(dir); err != nil {
 		return err
@@ -173,13 +176,17 @@ func (m *Manager) CleanupPod(uid types.UID) error {
 // TearDownPod unmounts and removes the volumes of a pod that terminated but is still
 // in the API (Succeeded, Failed, evicted): its emptyDirs and projected files go, so
 // their disk comes back, as upstream's volume manager tears down every terminated pod's
-// volumes. The rest of the pod's directory stays until the pod is deleted (CleanupPod).
-// Like CleanupPod, it removes nothing while a mount remains.
+// volumes. The containers' subPath bind mounts go first, as upstream unmounts them
+// before the volume. The rest of the pod's directory stays until the pod is deleted
+// (CleanupPod). Like CleanupPod, it removes nothing while a mount remains.
 func (m *Manager) TearDownPod(uid types.UID) error {
 	if err := validateUID(uid); err != nil {
 		return err
 	}
 	m.forgetPod(uid)
+	if err := m.cleanSubPaths(m.PodDir(uid)); err != nil {
+		return err
+	}
 	dir := m.podVolumesDir(uid)
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil

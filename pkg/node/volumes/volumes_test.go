@@ -465,10 +465,12 @@ func TestResolveRecursiveReadOnly(t *testing.T) {
 }
 
 func TestSubPath(t *testing.T) {
+	requireRoot(t)
 	m := newTestManager(t)
 	outside := t.TempDir()
 	hostDir := t.TempDir()
 	must(t, os.Chmod(hostDir, 0o751))
+	unmountOnCleanup(t, m.rootDir)
 	pod := newPod("uid-1", emptyDirVolume("cache", ""), hostPathVolume("host", hostDir))
 	must(t, m.SetUpPod(ctx, pod))
 	cache := m.emptyDirPath("uid-1", "cache")
@@ -478,6 +480,7 @@ func TestSubPath(t *testing.T) {
 	must(t, os.Symlink(outside, filepath.Join(cache, "escape")))
 	must(t, os.Symlink("../../../..", filepath.Join(cache, "relative-escape")))
 	must(t, os.Symlink("/nonexistent-target", filepath.Join(cache, "dangling")))
+	must(t, os.Symlink("/", filepath.Join(cache, "root")))
 
 	mountsFor := func(vm v1.VolumeMount) (string, error) {
 		got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{vm}}, nil)
@@ -486,13 +489,23 @@ func TestSubPath(t *testing.T) {
 		}
 		return got[0].HostPath, nil
 	}
+	// The runtime gets the bind mount of the subPath in the pod's directory, never a
+	// path into the volume that a symlink swapped in later could redirect.
+	wantMountOf := func(t *testing.T, hostPath, volume, source string) {
+		t.Helper()
+		if want := filepath.Join(m.PodDir("uid-1"), "volume-subpaths", volume, "app", "0"); hostPath != want {
+			t.Fatalf("host path = %q, want the bind mount %q", hostPath, want)
+		}
+		if n := mountCount(t, hostPath); n != 1 {
+			t.Errorf("%d mounts at %s, want 1", n, hostPath)
+		}
+		assertSameFile(t, hostPath, source)
+	}
 
 	t.Run("creates nested directories with the volume's mode", func(t *testing.T) {
 		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/data", SubPath: "a/b/c"})
 		must(t, err)
-		if want := filepath.Join(cache, "a/b/c"); got != want {
-			t.Errorf("host path = %q, want %q", got, want)
-		}
+		wantMountOf(t, got, "cache", filepath.Join(cache, "a/b/c"))
 		for _, d := range []string{"a", "a/b", "a/b/c"} {
 			if p := perm(t, filepath.Join(cache, d)); p != 0o777 {
 				t.Errorf("%s mode = %o, want 777", d, p)
@@ -502,24 +515,21 @@ func TestSubPath(t *testing.T) {
 	t.Run("existing file", func(t *testing.T) {
 		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/etc/app/config.yaml", SubPath: "config.yaml"})
 		must(t, err)
-		if want := filepath.Join(cache, "config.yaml"); got != want {
-			t.Errorf("host path = %q, want %q", got, want)
+		wantMountOf(t, got, "cache", filepath.Join(cache, "config.yaml"))
+		if info, err := os.Lstat(got); err != nil || !info.Mode().IsRegular() {
+			t.Errorf("target of a file subPath is not a file: %v, %v", info, err)
 		}
 	})
 	t.Run("symlink inside the volume is resolved", func(t *testing.T) {
 		got, err := mountsFor(v1.VolumeMount{Name: "cache", MountPath: "/data", SubPath: "inside-link/new"})
 		must(t, err)
-		if want := filepath.Join(cache, "real", "new"); got != want {
-			t.Errorf("host path = %q, want %q", got, want)
-		}
+		wantMountOf(t, got, "cache", filepath.Join(cache, "real", "new"))
 	})
 	t.Run("hostPath subPath takes the hostPath's mode", func(t *testing.T) {
 		got, err := mountsFor(v1.VolumeMount{Name: "host", MountPath: "/data", SubPath: "sub"})
 		must(t, err)
-		if want := filepath.Join(hostDir, "sub"); got != want {
-			t.Errorf("host path = %q, want %q", got, want)
-		}
-		if p := perm(t, got); p != 0o751 {
+		wantMountOf(t, got, "host", filepath.Join(hostDir, "sub"))
+		if p := perm(t, filepath.Join(hostDir, "sub")); p != 0o751 {
 			t.Errorf("mode = %o, want 751", p)
 		}
 	})
@@ -532,6 +542,8 @@ func TestSubPath(t *testing.T) {
 		{"leading backstep", "..", "unable to provision SubPath `..`: must not contain '..'"},
 		{"symlink escape", "escape", `failed to prepare subPath for volumeMount "cache" of container "app"`},
 		{"relative symlink escape", "relative-escape", `failed to prepare subPath for volumeMount "cache" of container "app"`},
+		{"symlink to the host's root", "root", `failed to prepare subPath for volumeMount "cache" of container "app"`},
+		{"through a symlink to the host's root", "root/etc", `failed to prepare subPath for volumeMount "cache" of container "app"`},
 		{"create through an escaping symlink", "escape/newdir", `failed to create subPath directory for volumeMount "cache" of container "app"`},
 		{"dangling symlink", "dangling", `failed to create subPath directory for volumeMount "cache" of container "app"`},
 	}
@@ -545,6 +557,10 @@ func TestSubPath(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("subPath handling created %v outside the volume", entries)
+	}
+	// A refused subPath leaves no mount behind: only the accepted ones are mounted.
+	if got := mountsBelow(t, m.PodDir("uid-1")); len(got) != 2 {
+		t.Errorf("mounts in the pod directory: %v, want one per target (cache/app/0, host/app/0)", got)
 	}
 }
 
