@@ -43,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
+	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
 
 const (
@@ -98,7 +99,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	host := criconfig.DetectHost(cgroups.CgroupV2())
 	proxy := &podStateProxy{}
-	usernsManager, err := newUserNamespaces(opts, rs)
+	handlers := userns.NewRuntimeHandlers(rs)
+	usernsManager, err := newUserNamespaces(opts, handlers)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +114,8 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	ro.LivenessManager, ro.StartupManager, ro.Volumes, ro.PodState = liveness, startup, vols, proxy
 	ro.DNS, ro.EnvSources = dnsConfigurer(cfg, recorder, nodeName, nodeIPs), cl.envSources()
 	ro.RuntimeClasses = cl.runtimeClasses(ctx)
+	rro := recursiveReadOnlySupport(ctx, cl, ro.RuntimeClasses, handlers)
+	vols.SetRecursiveReadOnlySupport(rro)
 	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
@@ -157,7 +161,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		PLEGEvents: plegEvents, Cache: cache, Status: statusManager, Volumes: vols, Cgroups: cgroups, UserNamespaces: usernsManager,
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
-		Allocations: allocations, Resize: runtime,
+		Allocations: allocations, Resize: runtime, SupportsRecursiveReadOnlyMounts: rro,
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)

@@ -87,10 +87,27 @@ func runtimeSettings(opts *config.Options, nodeName string, nodeIPs []net.IP, ho
 	}
 }
 
+// recursiveReadOnlySupport says whether a pod's runtime handler can make mounts recursively
+// read-only, from the runtime's status (containerd 2.x lists its handlers' features). As
+// upstream, only with RuntimeClasses from an API server: standalone, none does.
+func recursiveReadOnlySupport(ctx context.Context, cl *cluster, classes kuberuntime.RuntimeClassLookup, handlers *userns.RuntimeHandlers) func(*v1.Pod) bool {
+	if cl == nil {
+		return nil
+	}
+	return func(pod *v1.Pod) bool {
+		handler, err := classes.LookupRuntimeHandler(pod.Spec.RuntimeClassName)
+		if err != nil {
+			klog.ErrorS(err, "Failed to look up the runtime handler", "runtimeClassName", pod.Spec.RuntimeClassName)
+			return false
+		}
+		return handlers.SupportsRecursiveReadOnlyMounts(ctx, handler)
+	}
+}
+
 // newUserNamespaces hands out the ID blocks of pods with hostUsers: false, from the
 // kubelet user's subordinate IDs or the default range, where the runtime supports them;
 // the blocks of running pods are read back from their directories.
-func newUserNamespaces(opts *config.Options, rs internalapi.RuntimeService) (*userns.Manager, error) {
+func newUserNamespaces(opts *config.Options, handlers *userns.RuntimeHandlers) (*userns.Manager, error) {
 	cfg := opts.Config
 	var idsPerPod int64
 	if cfg.UserNamespaces != nil && cfg.UserNamespaces.IDsPerPod != nil {
@@ -98,7 +115,7 @@ func newUserNamespaces(opts *config.Options, rs internalapi.RuntimeService) (*us
 	}
 	return userns.NewManager(userns.Config{
 		PodsDir: filepath.Join(opts.RootDirectory, "pods"), IDsPerPod: idsPerPod, MaxPods: int(cfg.MaxPods),
-		Handlers: userns.NewRuntimeHandlers(rs),
+		Handlers: handlers,
 	})
 }
 

@@ -72,7 +72,7 @@ func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, index int, vol *v1.Volu
 	if err != nil {
 		return nil, err
 	}
-	rro, err := resolveRecursiveReadOnly(vm, m.runtimeSupportsRRO)
+	rro, err := resolveRecursiveReadOnly(vm, m.runtimeSupportsRRO(pod))
 	if err != nil {
 		return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 	}

@@ -45,10 +45,9 @@ type Manager struct {
 	// selinuxEnabled says whether emptyDir mounts ask the runtime to
 	// relabel them; relabeling only makes sense on SELinux hosts.
 	selinuxEnabled bool
-	// runtimeSupportsRRO says whether the runtime can make mounts
-	// recursively read-only. containerd 1.6 cannot; a later change can
-	// learn it from the runtime's status.
-	runtimeSupportsRRO bool
+	// supportsRRO says whether the runtime handler of a pod can make mounts recursively
+	// read-only (SetRecursiveReadOnlySupport); nil means none can (containerd 1.6).
+	supportsRRO func(pod *v1.Pod) bool
 	// api serves the volume types backed by API objects (SetAPI).
 	api API
 	// claims are where the pods' claims are mounted, for MountsFor.
@@ -64,6 +63,18 @@ func NewManager(rootDir string) *Manager {
 	}
 	m.SetAPI(API{})
 	return m
+}
+
+// SetRecursiveReadOnlySupport tells the manager which pods' runtime handlers support
+// recursively read-only mounts (recursiveReadOnly: IfPossible uses them, Enabled needs
+// them).
+func (m *Manager) SetRecursiveReadOnlySupport(supports func(pod *v1.Pod) bool) {
+	m.supportsRRO = supports
+}
+
+// runtimeSupportsRRO is whether pod's runtime handler supports recursively read-only mounts.
+func (m *Manager) runtimeSupportsRRO(pod *v1.Pod) bool {
+	return m.supportsRRO != nil && m.supportsRRO(pod)
 }
 
 // PodDir is the directory holding everything the kubelet keeps for a pod.

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
-
-	"golang.org/x/sys/unix"
 )
 
 var ctx = context.Background()
@@ -668,5 +668,39 @@ func TestMountPointsUnder(t *testing.T) {
 	want := []string{"/pods/u/v/a", "/pods/u/v", "/pods/u"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mountPointsUnder = %v, want %v", got, want)
+	}
+}
+
+// A pod whose runtime handler supports recursively read-only mounts gets them for
+// IfPossible and Enabled; a pod whose handler does not gets a plain read-only mount for
+// IfPossible, and Enabled is refused.
+func TestRecursiveReadOnlyFollowsThePodsHandler(t *testing.T) {
+	ctx := context.Background()
+	m := newTestManager(t)
+	pod := newPod("uid-1", emptyDirVolume("cache", ""))
+	must(t, m.SetUpPod(ctx, pod))
+	mount := func(mode v1.RecursiveReadOnlyMode) (*runtimeapi.Mount, error) {
+		got, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{
+			{Name: "cache", MountPath: "/x", ReadOnly: true, RecursiveReadOnly: ptr.To(mode)}}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return got[0], nil
+	}
+	m.SetRecursiveReadOnlySupport(func(p *v1.Pod) bool { return p.UID == "uid-1" })
+	for _, mode := range []v1.RecursiveReadOnlyMode{v1.RecursiveReadOnlyIfPossible, v1.RecursiveReadOnlyEnabled} {
+		if got, err := mount(mode); err != nil || !got.RecursiveReadOnly || !got.Readonly {
+			t.Errorf("%s on a supporting handler: %v, %v", mode, got, err)
+		}
+	}
+	m.SetRecursiveReadOnlySupport(func(*v1.Pod) bool { return false })
+	if got, err := mount(v1.RecursiveReadOnlyIfPossible); err != nil || got.RecursiveReadOnly || !got.Readonly {
+		t.Errorf("IfPossible without support: %v, %v; want a plain read-only mount", got, err)
+	}
+	if got, err := mount(v1.RecursiveReadOnlyDisabled); err != nil || got.RecursiveReadOnly || !got.Readonly {
+		t.Errorf("Disabled: %v, %v; want a plain read-only mount", got, err)
+	}
+	if _, err := mount(v1.RecursiveReadOnlyEnabled); err == nil {
+		t.Error("Enabled without support was accepted")
 	}
 }

@@ -142,9 +142,12 @@ type Deps struct {
 	Liveness       results.Manager
 	Readiness      results.Manager
 	Startup        results.Manager
-	Prober         Prober
-	SourcesReady   SourcesReady
-	Clock          clock.WithTicker
+	// SupportsRecursiveReadOnlyMounts says whether a pod's runtime handler makes
+	// recursively read-only mounts, for its volume mount statuses; nil means none does.
+	SupportsRecursiveReadOnlyMounts func(*v1.Pod) bool
+	Prober                          Prober
+	SourcesReady                    SourcesReady
+	Clock                           clock.WithTicker
 	// Admitter checks new pods; nil admits up to MaxPods.
 	Admitter Admitter
 	// Mirror is nil standalone: static pods then have no API object.

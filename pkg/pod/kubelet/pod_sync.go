@@ -283,9 +283,11 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 	st := status.GenerateAPIPodStatus(pod, ps, old, status.GenerateOptions{
 		PodIsTerminal: terminal,
 		HostIPs:       k.cfg.HostIPs,
-		Readiness:     k.deps.Readiness,
-		Startup:       k.deps.Startup,
-		KubeletStart:  k.created,
+		RuntimeSupportsRecursiveReadOnlyMounts: k.deps.SupportsRecursiveReadOnlyMounts != nil &&
+			k.deps.SupportsRecursiveReadOnlyMounts(pod),
+		Readiness:    k.deps.Readiness,
+		Startup:      k.deps.Startup,
+		KubeletStart: k.created,
 		BackOffReasons: func(name string) (string, string, bool) {
 			return k.reasons.Get(pod.UID, name)
 		},

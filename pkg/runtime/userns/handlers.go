@@ -7,6 +7,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 )
 
 // statusTTL is how long a runtime status answer is reused: upstream's kubelet reads
@@ -19,7 +20,7 @@ type StatusReader interface {
 }
 
 // RuntimeHandlers implements HandlerSupport from the runtime's CRI Status: its
-// runtime_handlers and their features.user_namespaces. A runtime that lists no handlers
+// runtime_handlers and their features (user_namespaces, recursive_read_only_mounts). A runtime that lists no handlers
 // (containerd 1.6, and any runtime older than the field) supports none.
 type RuntimeHandlers struct {
 	runtime StatusReader
@@ -52,6 +53,25 @@ func (r *RuntimeHandlers) SupportsUserNamespaces(ctx context.Context, runtimeHan
 		}
 	}
 	return false, fmt.Errorf("the handler %q is not known", runtimeHandler)
+}
+
+// SupportsRecursiveReadOnlyMounts reports the handler's recursive_read_only_mounts
+// feature; a runtime that lists no handlers, or not this one, supports none (upstream's
+// runtimeHandlerSupportsRecursiveReadOnlyMounts).
+func (r *RuntimeHandlers) SupportsRecursiveReadOnlyMounts(ctx context.Context, runtimeHandler string) bool {
+	handlers, err := r.list(ctx)
+	if err != nil {
+		return false
+	}
+	for _, h := range handlers {
+		if h.GetName() == runtimeHandler {
+			return h.GetFeatures().GetRecursiveReadOnlyMounts()
+		}
+	}
+	if len(handlers) > 0 {
+		klog.ErrorS(nil, "Unknown runtime handler", "runtimeHandlerName", runtimeHandler)
+	}
+	return false
 }
 
 // list returns the runtime's handlers, from the cache while it is fresh.
