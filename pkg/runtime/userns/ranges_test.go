@@ -176,6 +176,22 @@ func TestRuntimeHandlersReadsTheStatusFeatures(t *testing.T) {
 	}
 }
 
+// Recursive read-only support as the runtime lists it; a runtime listing no handlers
+// (containerd 1.6) supports it nowhere.
+func TestRuntimeHandlersRecursiveReadOnly(t *testing.T) {
+	ctx := context.Background()
+	r := NewRuntimeHandlers(&statusReader{handlers: []*runtimeapi.RuntimeHandler{
+		{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}}, handler("test-handler", true)}})
+	for name, want := range map[string]bool{"": true, "test-handler": false, "gone": false} {
+		if got := r.SupportsRecursiveReadOnlyMounts(ctx, name); got != want {
+			t.Errorf("handler %q: %v, want %v", name, got, want)
+		}
+	}
+	if NewRuntimeHandlers(&statusReader{}).SupportsRecursiveReadOnlyMounts(ctx, "") {
+		t.Error("a runtime without handlers supports recursive read-only mounts")
+	}
+}
+
 func TestRuntimeHandlersCachesForFiveSeconds(t *testing.T) {
 	rt := &statusReader{handlers: []*runtimeapi.RuntimeHandler{handler("", true)}}
 	r := NewRuntimeHandlers(rt)
