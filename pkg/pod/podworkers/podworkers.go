@@ -106,8 +106,11 @@ type podState struct {
 	// torn down (a static pod removed and restored unchanged); once finished, the worker
 	// is forgotten so that housekeeping can start the new pod.
 	restartRequested bool
-	gracePeriod      *int64
-	statusFn         func(*v1.PodStatus)
+	// staticName is a static pod's full name; staticStarted: it has been let start.
+	staticName    string
+	staticStarted bool
+	gracePeriod   *int64
+	statusFn      func(*v1.PodStatus)
 	// pendingSince is the StartTime of the oldest update the worker has not picked up
 	// yet: kubelet_pod_worker_duration_seconds counts from there.
 	pendingSince time.Time
@@ -127,11 +130,14 @@ type PodWorkers struct {
 	// podsSynced is set by the first SyncKnownPods: from then on every pod that may have
 	// containers has a worker, so a pod without one has none running.
 	podsSynced bool
+	// static orders the start of static pods that share a full name.
+	static staticPods
 }
 
 // New returns pod workers; resyncInterval is syncFrequency.
 func New(syncer Syncer, cache podcache.Cache, queue *WorkQueue, c clock.Clock, resyncInterval time.Duration) *PodWorkers {
-	return &PodWorkers{pods: map[types.UID]*podState{}, syncer: syncer, cache: cache, queue: queue, clock: c, resyncInterval: resyncInterval}
+	return &PodWorkers{pods: map[types.UID]*podState{}, syncer: syncer, cache: cache, queue: queue, clock: c, resyncInterval: resyncInterval,
+		static: newStaticPods()}
 }
 
 // UpdatePod hands an update to the pod's worker, starting it if needed. It never blocks on
@@ -158,6 +164,8 @@ func (p *PodWorkers) UpdatePod(o UpdatePodOptions) {
 		go p.workerLoop(uid, s)
 		if o.Pod != nil && o.UpdateType != SyncPodKill {
 			metrics.ContainersPerPodCount.Observe(float64(len(o.Pod.Spec.Containers)))
+			s.staticName = staticFullName(o.Pod)
+			p.queueStaticLocked(uid, s)
 		}
 	}
 	if o.Pod != nil {
@@ -298,6 +306,11 @@ func (p *PodWorkers) startWork(uid types.UID, s *podState) (context.Context, wor
 		w.phase = TerminatedPod
 	case s.terminating:
 		w.phase = TerminatingPod
+	case !p.staticMayStartLocked(uid, s):
+		klog.V(4).InfoS("Static pod waits for the previous pod of its name to terminate", "pod", klog.KObj(s.pod), "podUID", uid)
+		p.queue.Enqueue(uid, wait.Jitter(backOffPeriod, backOffJitterFactor))
+		s.pendingSince = w.startTime
+		return nil, work{}, false
 	}
 	s.working = true
 	return s.ctx, w, true
@@ -361,6 +374,7 @@ func (p *PodWorkers) completeWork(uid types.UID, s *podState, w work, err error)
 		p.queue.Enqueue(uid, wait.Jitter(backOffPeriod, backOffJitterFactor))
 	case w.phase == TerminatedPod:
 		s.finished = true
+		p.releaseStaticLocked(uid, s)
 		return true
 	case s.terminating:
 		// The next phase follows at once; its round is timed from here.

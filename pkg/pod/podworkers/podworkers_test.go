@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -365,4 +366,60 @@ func TestPostSyncRunsAfterTheSyncAndTerminationDoesNotWaitForARelist(t *testing.
 	f.onTerminating = func() { cache.Set("p", &container.PodStatus{ID: "p"}, nil, time.Now()) }
 	w.UpdatePod(UpdatePodOptions{Pod: pod, UpdateType: SyncPodKill})
 	eventually(t, "terminated without a relist", func() bool { return f.count("p", "terminated") == 1 })
+}
+
+// staticPod is a static pod (file source) named "web" with uid.
+func staticPod(uid string) *v1.Pod {
+	p := testPod(uid)
+	p.Name = "web"
+	p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+	return p
+}
+
+// An edited static pod manifest gives the pod a new UID: the new pod does not start until
+// the old one of the same full name has terminated, whatever its grace period takes, and
+// then starts at once; other pods are not held up.
+func TestStaticPodWaitsForThePreviousPodOfItsName(t *testing.T) {
+	w, f, _ := setup(t)
+	f.termBlock = make(chan struct{})
+	old, edited, other := staticPod("old"), staticPod("edited"), testPod("other")
+	w.UpdatePod(UpdatePodOptions{Pod: old, UpdateType: SyncPodCreate})
+	eventually(t, "the old pod running", func() bool { return f.count("old", "sync") == 1 })
+	w.UpdatePod(UpdatePodOptions{Pod: old, UpdateType: SyncPodKill})
+	w.UpdatePod(UpdatePodOptions{Pod: edited, UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{Pod: other, UpdateType: SyncPodCreate})
+	eventually(t, "the old pod terminating", func() bool { return f.count("old", "terminating") == 1 })
+	eventually(t, "an unrelated pod syncing", func() bool { return f.count("other", "sync") == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := f.count("edited", "sync"); n != 0 {
+		t.Fatalf("the edited pod synced %d times while the old one was still terminating", n)
+	}
+	close(f.termBlock)
+	eventually(t, "the old pod terminated", func() bool { return f.count("old", "terminated") == 1 })
+	eventually(t, "the edited pod started", func() bool { return f.count("edited", "sync") == 1 })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	terminated, started := slices.Index(f.calls, "old:terminated"), slices.Index(f.calls, "edited:sync")
+	if terminated > started {
+		t.Errorf("calls %v: the edited pod started before the old one had terminated", f.calls)
+	}
+}
+
+// A static pod removed before it could start never starts, and does not hold up the pod
+// of its name that comes after it.
+func TestStaticPodRemovedWhileWaitingNeverStarts(t *testing.T) {
+	w, f, _ := setup(t)
+	f.termBlock = make(chan struct{})
+	first, second, third := staticPod("first"), staticPod("second"), staticPod("third")
+	w.UpdatePod(UpdatePodOptions{Pod: first, UpdateType: SyncPodCreate})
+	eventually(t, "the first pod running", func() bool { return f.count("first", "sync") == 1 })
+	w.UpdatePod(UpdatePodOptions{Pod: first, UpdateType: SyncPodKill})
+	w.UpdatePod(UpdatePodOptions{Pod: second, UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{Pod: second, UpdateType: SyncPodKill})
+	w.UpdatePod(UpdatePodOptions{Pod: third, UpdateType: SyncPodCreate})
+	close(f.termBlock)
+	eventually(t, "the third pod started", func() bool { return f.count("third", "sync") == 1 })
+	if n := f.count("second", "sync"); n != 0 {
+		t.Errorf("a pod removed before it started was synced %d times", n)
+	}
 }
