@@ -169,3 +169,25 @@ func get(t *testing.T, h http.Handler, method string) string {
 	h.ServeHTTP(rec, httptest.NewRequest(method, "/metrics/slis", nil))
 	return rec.Body.String()
 }
+
+// The systemd cgroup driver needs systemd running, unless the runtime itself uses it.
+func TestSystemdDriverNeedsSystemd(t *testing.T) {
+	for _, tc := range []struct {
+		driver              string
+		fromRuntime, system bool
+		refused             bool
+	}{
+		{"cgroupfs", false, false, false},
+		{"systemd", false, false, true},
+		{"systemd", true, false, false},
+		{"systemd", false, true, false},
+	} {
+		err := checkSystemdDriver(tc.driver, tc.fromRuntime, tc.system)
+		if (err != nil) != tc.refused {
+			t.Errorf("%+v: %v", tc, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), `cgroupDriver "systemd" needs systemd`) {
+			t.Errorf("%+v: unclear error %v", tc, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,8 +25,34 @@ import (
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 )
+
+// checkSystemdDriver refuses the systemd cgroup driver where no systemd runs to agree with
+// it, unless the runtime itself reports that driver (it then owns the choice). Where
+// systemd runs it warns: nodelet makes the driver's .slice cgroups through cgroupfs, not
+// through systemd's D-Bus API as upstream's libcontainer manager does, so a systemd
+// daemon-reload may reset their limits.
+func checkSystemdDriver(driver string, fromRuntime, systemd bool) error {
+	if driver != cri.CgroupDriverSystemd {
+		return nil
+	}
+	if !systemd {
+		if fromRuntime {
+			return nil
+		}
+		return errors.New(`cgroupDriver "systemd" needs systemd as the init system, and it does not run here (no /run/systemd/system); set cgroupDriver: cgroupfs`)
+	}
+	klog.InfoS("Warning: with cgroupDriver systemd, nodelet creates the .slice cgroups through cgroupfs, not through systemd's D-Bus API as upstream's kubelet does; systemd may reset their limits on a daemon-reload")
+	return nil
+}
+
+// systemdRunning is sd_booted(): systemd is the init system.
+func systemdRunning() bool {
+	fi, err := os.Lstat("/run/systemd/system")
+	return err == nil && fi.IsDir()
+}
 
 // newContainerManager builds the container manager from the configuration: the QoS
 // cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources.

@@ -78,6 +78,10 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	cfg.CgroupDriver = driver
+	_, runtimeErr := cri.RuntimeCgroupDriver(ctx, rs)
+	if err := checkSystemdDriver(driver, runtimeErr == nil, systemdRunning()); err != nil {
+		return nil, err
+	}
 	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)
 	if err != nil {
 		return nil, err
