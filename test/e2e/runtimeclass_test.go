@@ -22,8 +22,8 @@ const testHandler = "test-handler"
 
 // A pod's RuntimeClass picks the runtime handler its sandbox runs with, and the class's
 // overhead (filled into spec.overhead by the API server's RuntimeClass admission) sizes
-// the pod cgroup; a pod naming a class that does not exist never gets a sandbox, and says
-// why in upstream's event.
+// the pod cgroup; a pod whose class names a handler the runtime lacks never gets a
+// sandbox, and says why in upstream's event.
 func TestClusterRuntimeClass(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
@@ -46,8 +46,16 @@ func TestClusterRuntimeClass(t *testing.T) {
 	if classy.Spec.Overhead.Cpu().MilliValue() != 250 {
 		t.Fatalf("the API server did not fill spec.overhead from the RuntimeClass: %v", classy.Spec.Overhead)
 	}
+	// The API server's RuntimeClass admission refuses a pod naming a class that does not
+	// exist; a class whose handler the runtime does not have gets through, and its sandbox
+	// fails with the runtime's reason.
+	noHandler := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: c.name + "-nohandler"}, Handler: "no-such-handler"}
+	if _, err := c.admin.NodeV1().RuntimeClasses().Create(ctx, noHandler, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.admin.NodeV1().RuntimeClasses().Delete(ctx, noHandler.Name, metav1.DeleteOptions{}) })
 	missing := c.testPod("missing")
-	missing.Spec.RuntimeClassName = ptr.To(c.name + "-missing")
+	missing.Spec.RuntimeClassName = ptr.To(noHandler.Name)
 	missing = c.createPod(t, missing)
 	eventually(t, 60*time.Second, "classy Ready", func() error { return c.podReady("classy") })
 
@@ -70,26 +78,26 @@ func TestClusterRuntimeClass(t *testing.T) {
 		t.Errorf("the classy pod's sandbox runs under handler %q, want %q", h, testHandler)
 	}
 
-	eventually(t, 30*time.Second, "FailedCreatePodSandBox for the missing class", func() error {
+	eventually(t, 30*time.Second, "FailedCreatePodSandBox for the missing handler", func() error {
 		list, err := c.admin.CoreV1().Events(c.namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: "reason=FailedCreatePodSandBox,involvedObject.uid=" + string(missing.UID),
 		})
 		if err != nil {
 			return err
 		}
-		want := fmt.Sprintf(`Failed to create pod sandbox: runtimeclass.node.k8s.io %q not found`, c.name+"-missing")
 		for _, e := range list.Items {
-			if e.Message == want && e.Type == v1.EventTypeWarning {
+			if e.Type == v1.EventTypeWarning && strings.HasPrefix(e.Message, "Failed to create pod sandbox: ") &&
+				strings.Contains(e.Message, `"no-such-handler"`) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no event %q among %d", want, len(list.Items))
+		return fmt.Errorf("no FailedCreatePodSandBox event naming the handler among %d events", len(list.Items))
 	})
 	if n := len(sandboxes(string(missing.UID))); n != 0 {
-		t.Errorf("the pod whose RuntimeClass is missing has %d sandboxes, want none", n)
+		t.Errorf("the pod whose runtime handler is missing has %d sandboxes, want none", n)
 	}
 	if p, err := c.getPod("missing"); err != nil || p.Status.Phase != v1.PodPending {
-		t.Errorf("the missing-class pod: %v, phase %s; want Pending", err, p.Status.Phase)
+		t.Errorf("the missing-handler pod: %v, phase %s; want Pending", err, p.Status.Phase)
 	}
 
 	// Requests + overhead: 750m → 768 shares and a 75000 µs quota, 96Mi of memory.

@@ -6,10 +6,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/runtime/runtimeclass"
 )
+
+func className(s string) *string { return &s }
 
 // everyPodOn runs every pod, whatever its class, under one handler.
 type everyPodOn string
@@ -44,7 +45,7 @@ func sandboxHandlers(env *testEnv) []string {
 func TestSyncPodRunsTheSandboxUnderItsRuntimeClassHandler(t *testing.T) {
 	env := newTestEnv(t, func(o *Options) { o.RuntimeClasses = classes{"sandboxed": "test-handler"} })
 	pod := newPod("classy", ctr("app"))
-	pod.Spec.RuntimeClassName = ptr.To("sandboxed")
+	pod.Spec.RuntimeClassName = className("sandboxed")
 	if err := syncPod(t, env, pod, nil).Error(); err != nil {
 		t.Fatalf("SyncPod: %v", err)
 	}
@@ -64,7 +65,7 @@ func TestSyncPodRunsTheSandboxUnderItsRuntimeClassHandler(t *testing.T) {
 func TestSyncPodRefusesAMissingRuntimeClass(t *testing.T) {
 	env := newTestEnv(t, func(o *Options) { o.RuntimeClasses = classes{} })
 	pod := newPod("missing", ctr("app"))
-	pod.Spec.RuntimeClassName = ptr.To("gvisor")
+	pod.Spec.RuntimeClassName = className("gvisor")
 	if err := syncPod(t, env, pod, nil).Error(); err == nil {
 		t.Fatal("SyncPod succeeded for a pod whose RuntimeClass does not exist")
 	}
@@ -81,7 +82,7 @@ func TestSyncPodRefusesAMissingRuntimeClass(t *testing.T) {
 func TestSyncPodRefusesARuntimeClassStandalone(t *testing.T) {
 	env := newTestEnv(t, func(o *Options) { o.RuntimeClasses = runtimeclass.Standalone{} })
 	pod := newPod("standalone", ctr("app"))
-	pod.Spec.RuntimeClassName = ptr.To("kata")
+	pod.Spec.RuntimeClassName = className("kata")
 	err := syncPod(t, env, pod, nil).Error()
 	if err == nil || len(sandboxHandlers(env)) != 0 {
 		t.Fatalf("SyncPod: %v, sandboxes %q; want refused", err, sandboxHandlers(env))
