@@ -85,7 +85,9 @@ func statsOptions(opts *config.Options, nodeName string) stats.Options {
 
 // start serves the kubelet API on address:port (and readOnlyPort when set) until ctx ends.
 func (a kubeletAPI) start(ctx context.Context) error {
-	server, err := kubeletserver.New(kubeletserver.OptionsFromConfig(a.opts.Config, a.nodeName, a.nodeName, a.nodeIPs, a.opts.CertDirectory), a.deps(ctx))
+	serverOpts := kubeletserver.OptionsFromConfig(a.opts.Config, a.nodeName, a.nodeName, a.nodeIPs, a.opts.CertDirectory)
+	serverOpts.Flags = a.opts.Flags // /flagz
+	server, err := kubeletserver.New(serverOpts, a.deps(ctx))
 	if err != nil {
 		return err
 	}

@@ -22,12 +22,26 @@ import (
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/node/stats"
+	"github.com/nodelet/nodelet/pkg/node/volumes"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/pleg"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 )
+
+// claimPath tells the stats provider where the volume manager mounted a pod's claim: the
+// host path a container mounting the volume would be given.
+func claimPath(vols *volumes.Manager) func(*v1.Pod, string) (string, bool) {
+	return func(pod *v1.Pod, volume string) (string, bool) {
+		probe := &v1.Container{Name: "volume-stats", VolumeMounts: []v1.VolumeMount{{Name: volume, MountPath: "/volume"}}}
+		mounts, err := vols.MountsFor(pod, probe, nil)
+		if err != nil || len(mounts) != 1 {
+			return "", false
+		}
+		return mounts[0].HostPath, true
+	}
+}
 
 // checkSystemdDriver refuses the systemd cgroup driver where no systemd runs to agree with
 // it, unless the runtime itself reports that driver (it then owns the choice). Where

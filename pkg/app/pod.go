@@ -41,7 +41,6 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
-	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
@@ -130,11 +129,6 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	// Container events from the runtime when it streams them (containerd 2.x), relisting
 	// otherwise; featureGates EventedPLEG: false forces relisting.
 	podLEG := pleg.New(cfg.FeatureGates, runtime, rs, plegEvents, cache, clock.RealClock{})
-	if _, evented := podLEG.(*pleg.EventedPLEG); evented {
-		for _, c := range pleg.EventedMetrics() {
-			registries.Kubelet.MustRegister(c)
-		}
-	}
 	serving := servesKubeletAPI(cfg, cl)
 	declared := declaredFeatures(cfg, serving)
 	late := &lateBound{}
@@ -180,13 +174,15 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
 		return nil, fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
-	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), statsOptions(opts, nodeName))
+	summaryOpts := statsOptions(opts, nodeName)
+	summaryOpts.ClaimPath = claimPath(vols)
+	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), summaryOpts)
 	go summary.Run(ctx)
+	metrics.SetPodStats(summary.ListPodStats)
 	images, err := startImageGC(ctx, opts, rs, is, recorder, nodeName)
 	if err != nil {
 		return nil, err
 	}
-	registries.Kubelet.MustRegister(imagegc.ImageGarbageCollectedTotal)
 	late.loop, late.summary, late.images = k, summary, images
 	evictions.Start(ctx)
 	startOOMWatcher(ctx, recorder, nodeName)

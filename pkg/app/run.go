@@ -16,6 +16,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/api/kubeletserver"
 	"github.com/nodelet/nodelet/pkg/api/server"
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/lockfile"
@@ -23,6 +24,9 @@ import (
 	"github.com/nodelet/nodelet/pkg/node/sdnotify"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
+	"github.com/nodelet/nodelet/pkg/pod/pleg"
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 )
 
 const (
@@ -56,7 +60,7 @@ func Run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 	// registries.Handler and ProbesHandler serve /metrics and /metrics/probes.
-	registries, err := metrics.NewRegistries(name)
+	registries, err := newRegistries(name)
 	if err != nil {
 		return err
 	}
@@ -100,6 +104,33 @@ func Run(ctx context.Context, opts *config.Options) error {
 	}
 	klog.InfoS("nodelet stopping; containers are left running")
 	return nil
+}
+
+// newRegistries builds the /metrics, /metrics/probes and /metrics/slis registries with
+// every family nodelet registers at start whatever its configuration, as upstream
+// registers its own when it starts: pkg/metrics' kubelet_* metrics and collectors, the
+// runtime client's, the evented PLEG's, the image garbage collector's and the kubelet
+// API's kubelet_http_*. The client and serving certificate metrics come later, with the
+// certificate managers that feed them (rotateCertificates, serverTLSBootstrap), as
+// upstream's do.
+func newRegistries(nodeName string) (*metrics.Registries, error) {
+	r, err := metrics.NewRegistries(nodeName)
+	if err != nil {
+		return nil, err
+	}
+	// connectRuntime's clients share these.
+	if _, err := cri.NewMetrics(r.Kubelet); err != nil {
+		return nil, err
+	}
+	for _, c := range append(pleg.EventedMetrics(), imagegc.ImageGarbageCollectedTotal) {
+		if err := r.Kubelet.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := kubeletserver.RegisterMetrics(r.Kubelet); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // takeLock holds --lock-file and, with --exit-on-lock-contention, stops nodelet when

@@ -43,6 +43,9 @@ type Options struct {
 	KubeletFlags
 	// Config is the merged, defaulted and validated configuration.
 	Config *kc.KubeletConfiguration
+	// Flags are every command-line flag with its value (as given, else its default), what
+	// upstream's /flagz lists.
+	Flags map[string]string
 }
 
 // CommandLine parses nodelet's command line the way upstream's kubelet does: flags given
@@ -58,6 +61,8 @@ type CommandLine struct {
 	help     bool
 	klogFS   *flag.FlagSet
 	warnings []string
+	// given are the values each flag was set to on the command line, in order.
+	given map[string][]string
 }
 
 // NewCommandLine registers every upstream kubelet flag.
@@ -68,6 +73,7 @@ func NewCommandLine(name string) *CommandLine {
 			MaxPerPodContainerCount: 1, MaxContainerCount: -1},
 		specs:  map[string]flagSpec{},
 		klogFS: flag.NewFlagSet("klog", flag.ContinueOnError),
+		given:  map[string][]string{},
 	}
 	c.fs.SortFlags = false
 	c.fs.Usage = func() {}
@@ -113,7 +119,7 @@ func (c *CommandLine) register(spec flagSpec) {
 	if spec.Deprecated != "" {
 		usage += " (DEPRECATED: " + spec.Deprecated + ")"
 	}
-	f := c.fs.VarPF(value, spec.Name, shorthand, usage)
+	f := c.fs.VarPF(givenValue{Value: value, given: c.given, name: spec.Name}, spec.Name, shorthand, usage)
 	f.DefValue = spec.Default
 	if spec.Type == "bool" {
 		f.NoOptDefVal = "true"
@@ -252,7 +258,39 @@ func (c *CommandLine) Options() (*Options, error) {
 	if err := ValidateKubeletFlags(&c.flags); err != nil {
 		return nil, err
 	}
-	return &Options{ConfigFile: c.file, ConfigDir: c.dir, KubeletFlags: c.flags, Config: cfg}, nil
+	return &Options{ConfigFile: c.file, ConfigDir: c.dir, KubeletFlags: c.flags, Config: cfg, Flags: c.flagValues()}, nil
+}
+
+// flagValues are every flag with its value: the text given on the command line (a
+// repeated flag's values joined with commas), else the flag's default.
+func (c *CommandLine) flagValues() map[string]string {
+	out := map[string]string{}
+	c.fs.VisitAll(func(f *pflag.Flag) {
+		switch given, ok := c.given[f.Name]; {
+		case ok:
+			out[f.Name] = strings.Join(given, ",")
+		case f.Changed:
+			out[f.Name] = f.Value.String()
+		default:
+			out[f.Name] = f.DefValue
+		}
+	})
+	return out
+}
+
+// givenValue remembers the text each flag is set to.
+type givenValue struct {
+	pflag.Value
+	given map[string][]string
+	name  string
+}
+
+func (g givenValue) Set(s string) error {
+	if err := g.Value.Set(s); err != nil {
+		return err
+	}
+	g.given[g.name] = append(g.given[g.name], s)
+	return nil
 }
 
 // fieldFlag is a pflag.Value writing straight into a struct field.

@@ -36,6 +36,10 @@ var (
 	podStartupDurationBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 	imagePullDurationBuckets  = []float64{1, 5, 10, 20, 30, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 	podStatusSyncBuckets      = []float64{0.010, 0.050, 0.100, 0.500, 1, 5, 10, 20, 30, 45, 60}
+	// podResizeDurationBuckets (milliseconds) and podDeferredResizeDurationBuckets
+	// (seconds) are upstream's in-place resize buckets.
+	podResizeDurationBuckets         = []float64{10, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000, 300000, 600000}
+	podDeferredResizeDurationBuckets = []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 150, 180, 300, 600, 1200, 1800, 3600}
 )
 
 func counter(name, help string) prometheus.Counter {
@@ -117,6 +121,11 @@ var (
 	ManagedEphemeralContainers = gauge("managed_ephemeral_containers",
 		alpha("Current number of ephemeral containers in pods managed by this kubelet."))
 
+	// WorkingPodCount is set by housekeeping from the pod workers (RecordWorkingPods).
+	WorkingPodCount = gaugeVec("working_pods",
+		alpha("Number of pods the kubelet is actually running, broken down by lifecycle phase, whether the pod is desired, orphaned, or runtime only (also orphaned), and whether the pod is static. An orphaned pod has been removed from local configuration or force deleted in the API and consumes resources that are not otherwise visible."),
+		"lifecycle", "config", "static")
+
 	OrphanPodCleanedVolumes = gauge("orphan_pod_cleaned_volumes",
 		alpha("The total number of orphaned Pods whose volumes were cleaned in the last periodic sweep."))
 
@@ -153,6 +162,25 @@ var (
 	StartedContainersErrorsTotal = counterVec("started_containers_errors_total",
 		alpha("Cumulative number of errors when starting containers"), "container_type", "code")
 
+	// StartedHostProcessContainersTotal and StartedHostProcessContainersErrorsTotal count
+	// Windows HostProcess containers: upstream registers them on Linux too and never
+	// counts them there, and so does nodelet.
+	StartedHostProcessContainersTotal = counterVec("started_host_process_containers_total",
+		alpha("Cumulative number of hostprocess containers started. This metric will only be collected on Windows."), "container_type")
+
+	StartedHostProcessContainersErrorsTotal = counterVec("started_host_process_containers_errors_total",
+		alpha("Cumulative number of errors when starting hostprocess containers. This metric will only be collected on Windows."), "container_type", "code")
+
+	// StartedUserNamespacedPodsTotal and StartedUserNamespacedPodsErrorsTotal count the
+	// sandboxes created for pods with hostUsers: false, and those of their syncs that
+	// failed (RecordUserNamespacedPodStart). Upstream registers them with
+	// UserNamespacesSupport, GA and locked on in v1.37.
+	StartedUserNamespacedPodsTotal = counter("started_user_namespaced_pods_total",
+		alpha("Cumulative number of pods with user namespaces started. This metric will only be collected on Linux."))
+
+	StartedUserNamespacedPodsErrorsTotal = counter("started_user_namespaced_pods_errors_total",
+		alpha("Cumulative number of errors when starting pods with user namespaces. This metric will only be collected on Linux."))
+
 	LifecycleHandlerHTTPFallbacks = counter("lifecycle_handler_http_fallbacks_total",
 		alpha("The number of times lifecycle handlers successfully fell back to http from https."))
 
@@ -180,6 +208,63 @@ var (
 	// Evictions is observed by the eviction manager; like upstream it is always registered
 	// and shows no series until a pod has been evicted.
 	Evictions = counterVec("evictions", alpha("Cumulative number of pod evictions by eviction signal"), "eviction_signal")
+
+	// EvictionStatsAge is observed by the eviction manager when it is about to evict: for
+	// each threshold met, how old the stats it is acting on are.
+	EvictionStatsAge = histogramVec("eviction_stats_age_seconds",
+		alpha("Time between when stats are collected, and when pod is evicted based on those stats by eviction signal"),
+		prometheus.DefBuckets, "eviction_signal")
+
+	// Preemptions counts upstream's admission preemptions (pods evicted to make room for a
+	// critical pod). nodelet does not preempt: pkg/pod/admission keeps a critical pod's
+	// resource failure instead. The family is registered all the same, as upstream
+	// registers it, and has no series.
+	Preemptions = counterVec("preemptions",
+		alpha("Cumulative number of pod preemptions by preemption resource"), "preemption_signal")
+
+	// The node start-up durations are set once, by the node status controller's
+	// registration (NodeStartupTracker).
+	NodeStartupPreKubeletDuration = gauge("node_startup_pre_kubelet_duration_seconds",
+		alpha("Duration in seconds of node startup before kubelet starts."))
+	NodeStartupPreRegistrationDuration = gauge("node_startup_pre_registration_duration_seconds",
+		alpha("Duration in seconds of node startup before registration."))
+	NodeStartupRegistrationDuration = gauge("node_startup_registration_duration_seconds",
+		alpha("Duration in seconds of node startup during registration."))
+	NodeStartupPostRegistrationDuration = gauge("node_startup_post_registration_duration_seconds",
+		alpha("Duration in seconds of node startup after registration."))
+	NodeStartupDuration = gauge("node_startup_duration_seconds",
+		alpha("Duration in seconds of node startup in total."))
+)
+
+// In-place pod resize (upstream's kubelet.go, allocation and status managers, runtime
+// manager). Upstream registers them with InPlacePodVerticalScaling, GA and locked on.
+var (
+	// ContainerRequestedResizes counts, when an admitted pod's spec changes, each CPU and
+	// memory request and limit of a container that changed.
+	ContainerRequestedResizes = counterVec("container_requested_resizes_total",
+		alpha("Number of requested resizes, counted at the container level. Different resources on the same container are counted separately. The 'requirement' label refers to 'memory' or 'limits'; the 'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'."),
+		"resource", "requirement", "operation")
+
+	// PodResizeDurationMilliseconds is observed by the runtime manager around actuating a
+	// resize (ObservePodResize).
+	PodResizeDurationMilliseconds = histogramVec("pod_resize_duration_milliseconds",
+		alpha("Duration in milliseconds to actuate a pod resize"), podResizeDurationBuckets, "success")
+
+	PodPendingResizes = gaugeVec("pod_pending_resizes",
+		alpha("Number of pending resizes for pods. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'reason' describes the state (deferred, infeasible)."),
+		"reason", "priority_bucket")
+
+	PodInfeasibleResizes = counterVec("pod_infeasible_resizes_total",
+		alpha("Number of infeasible resizes for pods."), "reason_detail")
+
+	PodInProgressResizes = gauge("pod_in_progress_resizes", alpha("Number of in-progress resizes for pods."))
+
+	PodDeferredAcceptedResizes = counterVec("pod_deferred_accepted_resizes_total",
+		alpha("Cumulative number of resizes that were accepted after being deferred."), "retry_trigger")
+
+	PodDeferredResizeDurationSeconds = histogramVec("pod_deferred_resize_duration_seconds",
+		alpha("Duration in seconds that a pod resize remains deferred before completion. Label 'priority_bucket' classifies the pod priority (system-critical: >=2000000000, high: 100000..1999999999, medium: 1..99999, normal: 0/default, low: -999..-1, very-low: <=-1000, unknown: nil pod). Label 'resolution' describes how the deferred resize was resolved (accepted, reverted, terminated)."),
+		podDeferredResizeDurationBuckets, "resolution", "priority_bucket")
 )
 
 // nodelet's per-pod start-up trace (pkg/metrics/podstartup); not upstream's.
@@ -203,17 +288,22 @@ var (
 func kubeletCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		FirstNetworkPodStartSLIDuration, NodeName, PodWorkerDuration, PodStartDuration,
-		PodStartSLIDuration, PodStartTotalDuration, ImagePullDuration, PodWorkerStartDuration,
-		PodStatusSyncDuration, ContainersPerPodCount,
+		PodStartSLIDuration, PodStartTotalDuration, ImagePullDuration,
+		NodeStartupPreKubeletDuration, NodeStartupPreRegistrationDuration, NodeStartupRegistrationDuration,
+		NodeStartupPostRegistrationDuration, NodeStartupDuration,
+		PodWorkerStartDuration, PodStatusSyncDuration, ContainersPerPodCount,
 		PLEGRelistDuration, PLEGDiscardEvents, PLEGRelistInterval, PLEGLastSeen,
-		Evictions, RunningContainerCount, RunningPodCount,
-		DesiredPodCount, ActivePodCount, MirrorPodCount, OrphanedRuntimePodTotal, RestartedPodTotal,
+		Evictions, EvictionStatsAge, Preemptions, RunningContainerCount, RunningPodCount,
+		DesiredPodCount, ActivePodCount, MirrorPodCount, WorkingPodCount, OrphanedRuntimePodTotal, RestartedPodTotal,
 		ManagedEphemeralContainers,
+		StartedUserNamespacedPodsTotal, StartedUserNamespacedPodsErrorsTotal,
 		StartedPodsTotal, StartedPodsErrorsTotal, StartedContainersTotal, TerminatedContainersTotal,
-		StartedContainersErrorsTotal,
+		StartedContainersErrorsTotal, StartedHostProcessContainersTotal, StartedHostProcessContainersErrorsTotal,
 		OrphanPodCleanedVolumes, OrphanPodCleanedVolumesErrors,
 		LifecycleHandlerHTTPFallbacks, LifecycleHandlerSleepTerminated, CgroupVersion,
 		AdmissionRejectionsTotal,
+		ContainerRequestedResizes, PodResizeDurationMilliseconds, PodPendingResizes, PodInfeasibleResizes,
+		PodInProgressResizes, PodDeferredAcceptedResizes, PodDeferredResizeDurationSeconds,
 		PodStartupPhaseDuration, PodStartupDuration,
 	}
 }

@@ -3,6 +3,9 @@ package metrics
 import (
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,9 +19,11 @@ import (
 // upstream splits them.
 type Registries struct {
 	// Kubelet is served on /metrics (upstream's legacy registry): the kubelet_* metrics,
-	// the process and Go runtime collectors, and whatever the runtime client and the
-	// client certificate manager register on it.
-	Kubelet *prometheus.Registry
+	// the volume stats and container log collectors (reporting once SetPodStats has
+	// given them the stats provider), the process and Go runtime collectors, and
+	// whatever the runtime client, the kubelet API and the client certificate manager
+	// register on it.
+	Kubelet *Registry
 	// Probes is served on /metrics/probes: process_start_time_seconds and what the
 	// prober registers on it (prober_probe_total, prober_probe_duration_seconds).
 	Probes *prometheus.Registry
@@ -32,8 +37,9 @@ type Registries struct {
 
 // NewRegistries builds both registries and records the node's name and cgroup version.
 func NewRegistries(nodeName string) (*Registries, error) {
-	r := &Registries{Kubelet: prometheus.NewRegistry(), Probes: prometheus.NewRegistry(), SLIs: prometheus.NewRegistry(), started: time.Now()}
+	r := &Registries{Kubelet: NewRegistry(), Probes: prometheus.NewRegistry(), SLIs: prometheus.NewRegistry(), started: time.Now()}
 	kubelet := append(kubeletCollectors(),
+		volumeStatsCollector{podStats}, logMetricsCollector{podStats},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
 	)
@@ -63,6 +69,96 @@ func (r *Registries) Handler() http.Handler {
 // ProbesHandler serves /metrics/probes; it serves what it can when a collector fails.
 func (r *Registries) ProbesHandler() http.Handler {
 	return promhttp.HandlerFor(r.Probes, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Registry is a prometheus registry that remembers the names of the metric families its
+// collectors describe, so that what /metrics can expose is known without scraping it
+// (vectors without series expose nothing).
+type Registry struct {
+	*prometheus.Registry
+
+	mu       sync.Mutex
+	families map[string]int // family name -> registered collectors describing it
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{Registry: prometheus.NewRegistry(), families: map[string]int{}}
+}
+
+// Register registers c and notes the families it describes.
+func (r *Registry) Register(c prometheus.Collector) error {
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.note(c, 1)
+	return nil
+}
+
+// MustRegister registers the collectors, panicking on the first error.
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister unregisters c and forgets its families.
+func (r *Registry) Unregister(c prometheus.Collector) bool {
+	if !r.Registry.Unregister(c) {
+		return false
+	}
+	r.note(c, -1)
+	return true
+}
+
+func (r *Registry) note(c prometheus.Collector, delta int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range describedFamilies(c) {
+		if r.families[name] += delta; r.families[name] <= 0 {
+			delete(r.families, name)
+		}
+	}
+}
+
+// FamilyNames are the names of the metric families the registered collectors describe,
+// sorted.
+func (r *Registry) FamilyNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.families))
+	for name := range r.families {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// descFQName finds the family name in a Desc's description: client_golang does not export it.
+var descFQName = regexp.MustCompile(`^Desc\{fqName: "([^"]*)"`)
+
+func describedFamilies(c prometheus.Collector) []string {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		c.Describe(ch)
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		if m := descFQName.FindStringSubmatch(d.String()); m != nil && !slices.Contains(names, m[1]) {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// ProcessStartTime is when this process started (from /proc, or now when it cannot be
+// read).
+func ProcessStartTime() time.Time {
+	start := processStart()
+	return time.Unix(0, int64(start*float64(time.Second)))
 }
 
 // processStartTime is the gauge upstream adds to the probe registry (component-base's

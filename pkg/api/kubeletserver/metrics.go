@@ -12,7 +12,8 @@ import (
 )
 
 // httpMetrics are upstream's kubelet_http_* metrics, labelled by method, path bucket,
-// server type (readwrite or readonly) and whether the request is long-running.
+// server type (readwrite or readonly) and whether the request is long-running. Their help
+// texts carry the stability prefix upstream's registry adds ("[ALPHA] ").
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	inflight *prometheus.GaugeVec
@@ -21,19 +22,27 @@ type httpMetrics struct {
 
 var httpLabels = []string{"method", "path", "server_type", "long_running"}
 
+// RegisterMetrics registers the kubelet_http_* metrics on reg, as upstream registers them
+// at start whether or not the API is served; a server built later on the same registry
+// shares them.
+func RegisterMetrics(reg prometheus.Registerer) error {
+	_, err := newHTTPMetrics(reg)
+	return err
+}
+
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "http_requests_total",
-			Help: "Number of the http requests received since the server started",
+			Help: "[ALPHA] Number of the http requests received since the server started",
 		}, httpLabels),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: "kubelet", Name: "http_inflight_requests",
-			Help: "Number of the inflight http requests",
+			Help: "[ALPHA] Number of the inflight http requests",
 		}, httpLabels),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "http_requests_duration_seconds",
-			Help: "Duration in seconds to serve http requests", Buckets: prometheus.DefBuckets,
+			Help: "[ALPHA] Duration in seconds to serve http requests", Buckets: prometheus.DefBuckets,
 		}, httpLabels),
 	}
 	if reg == nil {
@@ -126,17 +135,17 @@ func newServingMetrics(reg prometheus.Registerer, current func() certificate.Man
 	m := &servingMetrics{
 		rotation: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Subsystem: "kubelet", Name: "certificate_manager_server_rotation_seconds",
-			Help:    "Histogram of the number of seconds the previous certificate lived before being rotated.",
+			Help:    "[ALPHA] Histogram of the number of seconds the previous certificate lived before being rotated.",
 			Buckets: []float64{60, 3600, 14400, 86400, 604800, 2592000, 7776000, 15552000, 31104000, 124416000},
 		}),
 		renewErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "server_expiration_renew_errors",
-			Help: "Counter of certificate renewal errors.",
+			Help: "[ALPHA] Counter of certificate renewal errors.",
 		}),
 	}
 	var ttl prometheus.Collector = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Subsystem: "kubelet", Name: "certificate_manager_server_ttl_seconds",
-		Help: "Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. " +
+		Help: "[ALPHA] Gauge of the shortest TTL (time-to-live) of the Kubelet's serving certificate. " +
 			"The value is in seconds until certificate expiry (negative if already expired). " +
 			"If serving certificate is invalid or unused, the value will be +INF.",
 	}, func() float64 {

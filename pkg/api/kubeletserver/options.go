@@ -53,6 +53,11 @@ type Options struct {
 
 	// Configz is the running configuration, served at /configz.
 	Configz *kc.KubeletConfiguration
+	// Statusz and Flagz serve /statusz and /flagz with the debugging handlers (feature
+	// gates ComponentStatusz and ComponentFlagz, beta and on by default since 1.36).
+	Statusz, Flagz bool
+	// Flags are the command-line flags and their values /flagz lists; nil: no /flagz.
+	Flags map[string]string
 	// NodeLogDir is the directory /logs/ serves; "" is upstream's /var/log/.
 	NodeLogDir string
 	// FileCheckInterval is how often the certificate, key and client CA files are looked
@@ -93,5 +98,15 @@ func OptionsFromConfig(cfg *kc.KubeletConfiguration, nodeName, hostname string, 
 		EnableSystemLogHandler:    ptr.Deref(cfg.EnableSystemLogHandler, false),
 		EnableSystemLogQuery:      ptr.Deref(cfg.EnableSystemLogQuery, false),
 		Configz:                   cfg,
+		Statusz:                   featureGate(cfg, "ComponentStatusz", true),
+		Flagz:                     featureGate(cfg, "ComponentFlagz", true),
 	}
+}
+
+// featureGate is a feature gate's value, def when the configuration does not name it.
+func featureGate(cfg *kc.KubeletConfiguration, name string, def bool) bool {
+	if on, ok := cfg.FeatureGates[name]; ok {
+		return on
+	}
+	return def
 }

@@ -54,6 +54,7 @@ func (s *Server) routes(readOnly bool) *http.ServeMux {
 	mount(mux, s.deps.Checkpoint, checkpointPath)
 	mux.Handle(configzPath, http.HandlerFunc(s.getConfigz))
 	mux.Handle(runningPodsPath, getOnly(http.HandlerFunc(s.getRunningPods)))
+	s.installZPages(mux)
 	return mux
 }
 

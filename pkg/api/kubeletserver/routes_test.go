@@ -277,7 +277,7 @@ func TestRequestMetrics(t *testing.T) {
 	do(t, c, "GET", base(s)+"/pods", "")
 	do(t, c, "GET", base(s)+"/some/thing", "")
 	want := `
-# HELP kubelet_http_requests_total Number of the http requests received since the server started
+# HELP kubelet_http_requests_total [ALPHA] Number of the http requests received since the server started
 # TYPE kubelet_http_requests_total counter
 kubelet_http_requests_total{long_running="false",method="GET",path="other",server_type="readwrite"} 1
 kubelet_http_requests_total{long_running="false",method="GET",path="pods",server_type="readwrite"} 1

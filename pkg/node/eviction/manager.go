@@ -268,6 +268,13 @@ func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	}
 	m.rank[t.Signal](pods, stats)
 	logger.Info("Eviction manager: pods ranked for eviction", "pods", klog.KObjSlice(pods))
+	// How old the stats behind each threshold met are, as upstream records them before
+	// it evicts.
+	for _, t := range actionable {
+		if o, ok := obs[t.Signal]; ok && !o.time.IsZero() {
+			metrics.EvictionStatsAge.WithLabelValues(string(t.Signal)).Observe(m.clock.Since(o.time).Seconds())
+		}
+	}
 	for _, pod := range pods {
 		message, annotations := evictionMessage(res, pod, stats, actionable, obs)
 		condition := &v1.PodCondition{

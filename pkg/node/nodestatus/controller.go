@@ -21,6 +21,7 @@ import (
 	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
@@ -47,6 +48,7 @@ type Controller struct {
 	clock       clock.Clock
 	onFailure   func()
 	podCIDRHook func(context.Context, string) error
+	startup     *metrics.NodeStartupTracker
 	ips         ipResolver
 	eviction    map[v1.ResourceName]threshold
 	machine     func() (*MachineInfo, error)
@@ -104,7 +106,10 @@ func New(opts Options, deps Deps) (*Controller, error) {
 		opts: opts, client: deps.Client, heartbeat: deps.HeartbeatClient, runtime: deps.Runtime,
 		pressure: deps.Pressure, readyChecks: deps.ReadyChecks, recorder: deps.Recorder,
 		clock: deps.Clock, onFailure: deps.OnHeartbeatFailure, podCIDRHook: deps.UpdatePodCIDR,
-		ips: hostResolver(), eviction: eviction, resync: make(chan struct{}, 1),
+		startup: deps.Startup, ips: hostResolver(), eviction: eviction, resync: make(chan struct{}, 1),
+	}
+	if c.startup == nil {
+		c.startup = metrics.NodeStartup()
 	}
 	if c.heartbeat == nil {
 		c.heartbeat = c.client

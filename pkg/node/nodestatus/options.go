@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/config"
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/version"
 )
@@ -200,4 +201,7 @@ type Deps struct {
 	// UpdatePodCIDR, when set, is told the node's spec.podCIDRs ("," joined) when they
 	// change, as upstream passes them to the runtime.
 	UpdatePodCIDR func(ctx context.Context, cidr string) error
+	// Startup records the kubelet_node_startup_* durations; nil is the process's
+	// (metrics.NodeStartup).
+	Startup *metrics.NodeStartupTracker
 }

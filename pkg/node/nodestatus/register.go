@@ -44,6 +44,7 @@ func (c *Controller) registerWithAPIServer(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	c.startup.RecordAttemptRegisterNode()
 	step := registerFirstBackoff
 	for attempt := 0; ; attempt++ {
 		select {
@@ -75,6 +76,7 @@ func (c *Controller) registerWithAPIServer(ctx context.Context) {
 func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 	_, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
+		c.startup.RecordRegisteredNewNode()
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {

@@ -259,6 +259,9 @@ func (c *Controller) patchNodeStatus(original, node *v1.Node) (*v1.Node, error) 
 		return nil, err
 	}
 	c.lastStatusReport = c.clock.Now()
+	if i := conditionIndex(updated, v1.NodeReady); i >= 0 && updated.Status.Conditions[i].Status == v1.ConditionTrue {
+		c.startup.RecordNodeReady()
+	}
 	return updated, nil
 }
 

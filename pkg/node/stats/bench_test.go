@@ -78,7 +78,7 @@ func benchProvider(b *testing.B, n int) *Provider {
 	writeTree(b, p.opts.RootDir, files)
 	writeTree(b, cgroups, cgroupFiles)
 	writeTree(b, proc, procFiles)
-	p.volumes.refresh(context.Background(), pods, p.opts.RootDir, clock.now)
+	p.volumes.refresh(context.Background(), pods, p.volumeSources(), clock.now)
 	return p
 }
 

@@ -140,7 +140,7 @@ func blocksOf(t *testing.T, path string) uint64 {
 // Without a pod cgroup root, pod figures come from ListPodSandboxStats.
 func TestPodStatsFromSandboxStats(t *testing.T) {
 	f := newPodFixture(t, procFixture(t, ""), cgroupV1Fixture(t), "")
-	f.p.volumes.refresh(context.Background(), []*v1.Pod{f.web}, f.p.opts.RootDir, f.clock.now)
+	f.p.volumes.refresh(context.Background(), []*v1.Pod{f.web}, f.p.volumeSources(), f.clock.now)
 	s, err := f.p.Get(context.Background())
 	if err != nil {
 		t.Fatal(err)

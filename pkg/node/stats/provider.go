@@ -75,6 +75,10 @@ type Options struct {
 	// pod volume usage. Zero means upstream's default, one minute; negative
 	// turns volume stats off, as upstream.
 	VolumeStatsPeriod time.Duration
+	// ClaimPath finds where the volume manager mounted a pod's
+	// persistentVolumeClaim or ephemeral volume; nil (or not found) leaves the
+	// claim out of the volume stats.
+	ClaimPath func(pod *v1.Pod, volumeName string) (string, bool)
 
 	// ProcRoot and CgroupRoot default to /proc and /sys/fs/cgroup; tests
 	// point them at fixtures.
@@ -177,7 +181,27 @@ func (p *Provider) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	p.volumes.run(ctx, p.opts.VolumeStatsPeriod, p.pods, p.opts.RootDir, p.now)
+	p.volumes.run(ctx, p.opts.VolumeStatsPeriod, p.pods, p.volumeSources(), p.now)
+}
+
+// volumeSources is where the volume stats look for the pods' volumes.
+func (p *Provider) volumeSources() volumeSources {
+	return volumeSources{rootDir: p.opts.RootDir, claimPath: p.opts.ClaimPath}
+}
+
+// ListPodStats returns the pods' full stats, as Get's summary has them (upstream's
+// ListPodStats): what the volume and container log metrics on /metrics report.
+func (p *Provider) ListPodStats(ctx context.Context) ([]statsapi.PodStats, error) {
+	rootFs, err := statFS(p.opts.RootDir, p.now())
+	if err != nil {
+		return nil, fmt.Errorf("failed to get rootFs stats: %w", err)
+	}
+	pods, err := p.listPodStats(ctx, true, rootFs)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list pod stats: %w", err)
+	}
+	p.rates.prune(p.now())
+	return pods, nil
 }
 
 // Get returns the full summary: node, system containers, pods with their

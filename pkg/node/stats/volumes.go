@@ -37,30 +37,37 @@ func (c *volumeCache) get(uid types.UID) (podVolumeStats, bool) {
 	return vs, ok
 }
 
+// volumeSources say where pods' volumes are: under the kubelet's root
+// directory, and, for claims, where the volume manager mounted them.
+type volumeSources struct {
+	rootDir   string
+	claimPath func(pod *v1.Pod, volumeName string) (string, bool)
+}
+
 // run recomputes all pods' volume stats every period (with upstream's
 // jitter) until ctx is done.
-func (c *volumeCache) run(ctx context.Context, period time.Duration, pods PodLister, rootDir string, now func() time.Time) {
+func (c *volumeCache) run(ctx context.Context, period time.Duration, pods PodLister, src volumeSources, now func() time.Time) {
 	klog.InfoS("Starting volume stats collection", "period", period)
 	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
-		c.refresh(ctx, pods.GetPods(), rootDir, now)
+		c.refresh(ctx, pods.GetPods(), src, now)
 	}, period, 1.0, true)
 }
 
-func (c *volumeCache) refresh(ctx context.Context, pods []*v1.Pod, rootDir string, now func() time.Time) {
+func (c *volumeCache) refresh(ctx context.Context, pods []*v1.Pod, src volumeSources, now func() time.Time) {
 	m := make(map[types.UID]podVolumeStats, len(pods))
 	for _, pod := range pods {
 		if ctx.Err() != nil {
 			return
 		}
-		m[pod.UID] = podVolumes(pod, rootDir, now)
+		m[pod.UID] = podVolumes(pod, src, now)
 	}
 	c.latest.Store(&m)
 }
 
 // volumePluginDirs maps the volume types whose usage upstream reports
 // (their plugins measure it with du) to the plugin's directory under
-// <rootDir>/pods/<uid>/volumes. hostPath reports none; PVCs, CSI and other
-// network volumes are not set up by nodelet.
+// <rootDir>/pods/<uid>/volumes. hostPath reports none; claims are measured
+// by claimStats; CSI and other network volumes are not set up by nodelet.
 func volumePluginDir(v *v1.Volume) string {
 	switch {
 	case v.EmptyDir != nil:
@@ -87,11 +94,17 @@ func isLocalEphemeral(v *v1.Volume) bool {
 		v.ConfigMap != nil
 }
 
-func podVolumes(pod *v1.Pod, rootDir string, now func() time.Time) podVolumeStats {
+func podVolumes(pod *v1.Pod, src volumeSources, now func() time.Time) podVolumeStats {
 	var out podVolumeStats
-	base := filepath.Join(rootDir, "pods", string(pod.UID), "volumes")
+	base := filepath.Join(src.rootDir, "pods", string(pod.UID), "volumes")
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			if vs, ok := claimStats(pod, v, base, src.claimPath, now()); ok {
+				out.persistent = append(out.persistent, vs)
+			}
+			continue
+		}
 		plugin := volumePluginDir(v)
 		if plugin == "" {
 			continue
@@ -111,6 +124,41 @@ func podVolumes(pod *v1.Pod, rootDir string, now func() time.Time) podVolumeStat
 		}
 	}
 	return out
+}
+
+// localVolumePluginDir is where the volume manager bind-mounts local
+// persistent volumes, under the pod's volumes directory (upstream's
+// kubernetes.io/local-volume plugin).
+const localVolumePluginDir = "kubernetes.io~local-volume"
+
+// claimStats measures a persistentVolumeClaim or generic ephemeral volume
+// and names its claim (the summary's pvcRef). As upstream's volume plugins
+// measure them, a local volume reports its filesystem's statfs(2) figures;
+// a hostPath one, used in place, reports nothing.
+func claimStats(pod *v1.Pod, v *v1.Volume, podVolumesDir string, claimPath func(*v1.Pod, string) (string, bool), now time.Time) (statsapi.VolumeStats, bool) {
+	if claimPath == nil {
+		return statsapi.VolumeStats{}, false
+	}
+	path, ok := claimPath(pod, v.Name)
+	if !ok || filepath.Dir(path) != filepath.Join(podVolumesDir, localVolumePluginDir) {
+		return statsapi.VolumeStats{}, false
+	}
+	fs, err := statFS(path, now)
+	if err != nil {
+		klog.V(4).InfoS("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", v.Name, "err", err)
+		return statsapi.VolumeStats{}, false
+	}
+	claim := pod.Name + "-" + v.Name // the ephemeral volume controller's name
+	if v.PersistentVolumeClaim != nil {
+		claim = v.PersistentVolumeClaim.ClaimName
+	}
+	vs := statsapi.VolumeStats{
+		Name:    v.Name,
+		PVCRef:  &statsapi.PVCReference{Name: claim, Namespace: pod.Namespace},
+		FsStats: *fs.fullStats(),
+	}
+	vs.Time = metaTime(now)
+	return vs, true
 }
 
 // volumeStats measures a volume directory: usage by walking it, size by

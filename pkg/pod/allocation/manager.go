@@ -20,6 +20,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/qos"
 )
 
@@ -52,7 +53,9 @@ type ResizeConditions interface {
 	// SetPending sets PodResizePending: reason Infeasible stays, any other becomes
 	// Deferred. It reports whether the reason or generation changed.
 	SetPending(uid types.UID, reason, message string, generation int64) bool
-	ClearPending(uid types.UID)
+	// ClearPending removes PodResizePending; resolution says how the resize ended
+	// (metrics.ResizeAccepted, ResizeReverted, ResizeTerminated).
+	ClearPending(uid types.UID, resolution string)
 	// SetInProgress sets PodResizeInProgress, keeping the generation and, unless new
 	// ones are given, the reason and message of an existing condition.
 	SetInProgress(uid types.UID, reason, message string, generation int64) (int64, bool)
@@ -260,6 +263,9 @@ func (m *Manager) RetryPendingResizes(trigger string) {
 		}
 		before := conditionOf(m.opts.Conditions.Pending(uid))
 		allocated, err := m.handlePodResourcesResize(pod)
+		if allocated && before.Reason == v1.PodReasonDeferred {
+			metrics.PodDeferredAcceptedResizes.WithLabelValues(trigger).Inc()
+		}
 		after := m.opts.Conditions.Pending(uid)
 		switch {
 		case err != nil:
@@ -294,7 +300,7 @@ func (m *Manager) handlePodResourcesResize(pod *v1.Pod) (bool, error) {
 	allocatedPod, differs := m.UpdatePodFromAllocation(pod)
 	conds := m.opts.Conditions
 	if !differs {
-		conds.ClearPending(pod.UID) // reverted, or already allocated
+		conds.ClearPending(pod.UID, metrics.ResizeReverted) // reverted, or already allocated
 		return false, nil
 	}
 	ok, reason, message := m.canResize(pod, allocatedPod)
@@ -302,7 +308,7 @@ func (m *Manager) handlePodResourcesResize(pod *v1.Pod) (bool, error) {
 		if err := m.store.Set(pod.UID, ResourceInfoForPod(pod)); err != nil {
 			return false, err
 		}
-		conds.ClearPending(pod.UID)
+		conds.ClearPending(pod.UID, metrics.ResizeAccepted)
 		// A new allocation starts a new in-progress condition: earlier errors go, and
 		// the generation is this resize's.
 		conds.ClearInProgress(pod.UID)
@@ -324,6 +330,7 @@ func (m *Manager) handlePodResourcesResize(pod *v1.Pod) (bool, error) {
 // admit handlers against the other pods' allocations.
 func (m *Manager) canResize(pod, allocatedPod *v1.Pod) (bool, string, string) {
 	if !m.opts.PodLevelResize && !apiequality.Semantic.DeepEqual(pod.Spec.Resources, allocatedPod.Spec.Resources) {
+		metrics.PodInfeasibleResizes.WithLabelValues("plr_feature_gate_off").Inc()
 		return false, v1.PodReasonInfeasible, podLevelResizeDisabled
 	}
 	var active []*v1.Pod

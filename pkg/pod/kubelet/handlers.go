@@ -162,12 +162,13 @@ func (k *Kubelet) handleResizeRequest(old, pod *v1.Pod) {
 	if !k.allocation.HasAllocation(pod.UID) || (old != nil && !resourcesChanged(old, pod)) {
 		return
 	}
+	metrics.RecordContainerRequestedResizes(old, pod)
 	if _, resized := k.allocation.UpdatePodFromAllocation(pod); resized {
 		k.allocation.PushPendingResize(pod.UID)
 		k.allocation.RetryPendingResizes(allocation.TriggerPodUpdated)
 		return
 	}
-	k.resizes.ClearPending(pod.UID)
+	k.resizes.ClearPending(pod.UID, metrics.ResizeReverted)
 }
 
 // resourcesChanged compares the resources of two versions of a pod: pod-level and of its

@@ -71,6 +71,8 @@ func (h *housekeeper) run(ctx context.Context) {
 	} else {
 		h.killOrphans(running, known)
 	}
+	// The workers now include the pods just restarted and the orphans just found.
+	metrics.RecordWorkingPods(h.k.workers.WorkingPods(desiredUIDs))
 	h.k.deleteOrphanedMirrorPods(ctx)
 	h.k.deps.Status.RemoveOrphanedStatuses(desiredUIDs)
 	h.k.allocation.RemoveOrphanedPods(desiredUIDs)

@@ -211,6 +211,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		startup:     podstartup.NewTracker(deps.Clock),
 	}
 	k.resizes = status.NewResizeConditions(deps.Clock.Now)
+	k.resizes.SetPodLookup(k.pods.GetPodByUID)
 	k.allocation = allocation.NewManager(allocation.Options{
 		Store: deps.Allocations, Admit: k.admitAgainst, Conditions: k.resizes, Recorder: deps.Recorder,
 		ActivePods: k.ActivePods, PodByUID: k.pods.GetPodByUID, SourcesReady: k.sourcesReady,

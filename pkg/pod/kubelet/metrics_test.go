@@ -51,6 +51,11 @@ func TestHousekeepingRecordsPodCounts(t *testing.T) {
 		{"managed_ephemeral_containers", testutil.ToFloat64(metrics.ManagedEphemeralContainers), 1},
 		{"orphaned_runtime_pods_total", testutil.ToFloat64(metrics.OrphanedRuntimePodTotal) - orphans, 1},
 		{"orphan_pod_cleaned_volumes", testutil.ToFloat64(metrics.OrphanPodCleanedVolumes), 1},
+		// the admitted pods' workers, and the orphan's, being killed
+		{`working_pods{sync,desired,""}`, testutil.ToFloat64(metrics.WorkingPodCount.WithLabelValues("sync", "desired", "")), 1},
+		{`working_pods{sync,desired,"true"}`, testutil.ToFloat64(metrics.WorkingPodCount.WithLabelValues("sync", "desired", "true")), 1},
+		{`working_pods{terminating,runtime_only,unknown}`, testutil.ToFloat64(metrics.WorkingPodCount.WithLabelValues("terminating", "runtime_only", "unknown")), 1},
+		{`working_pods{sync,orphan,""}`, testutil.ToFloat64(metrics.WorkingPodCount.WithLabelValues("sync", "orphan", "")), 0},
 	} {
 		if g.got != g.want {
 			t.Errorf("%s = %v, want %v", g.name, g.got, g.want)

@@ -64,6 +64,7 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 	// same UID lost its probes when the old pod's teardown finished.
 	k.deps.Prober.AddPod(pod)
 	result := k.deps.Runtime.SyncPod(ctx, pod, withAPIPodIPs(ps, apiStatus), nil, k.backOff)
+	recordUserNamespacedStart(pod, result)
 	k.reasons.Update(pod.UID, result)
 	resized := k.recordResizeResult(pod, result)
 	if err := result.Error(); err != nil {
@@ -88,6 +89,22 @@ func (k *Kubelet) SyncPod(ctx context.Context, updateType podworkers.SyncPodType
 		}
 		k.deps.PLEG.RequestRelist(pod.UID)
 	}, nil
+}
+
+// recordUserNamespacedStart counts a sync that created the sandbox of a pod with
+// hostUsers: false in kubelet_started_user_namespaced_pods_total, and in the errors
+// counter when anything in that sync failed: upstream's runtime manager counts them so
+// once SyncPod is done, which its result shows as well.
+func recordUserNamespacedStart(pod *v1.Pod, result container.PodSyncResult) {
+	if pod.Spec.HostUsers == nil || *pod.Spec.HostUsers {
+		return
+	}
+	for _, r := range result.SyncResults {
+		if r.Action == container.CreatePodSandbox {
+			metrics.RecordUserNamespacedPodStart(result.Error() != nil)
+			return
+		}
+	}
 }
 
 // changedRuntime reports whether a sync did anything to the pod in the runtime. Every
@@ -308,7 +325,7 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 func (k *Kubelet) resizeConditions(pod *v1.Pod, terminal bool) []v1.PodCondition {
 	if terminal {
 		k.resizes.ClearInProgress(pod.UID)
-		k.resizes.ClearPending(pod.UID)
+		k.resizes.ClearPending(pod.UID, metrics.ResizeTerminated)
 		return nil
 	}
 	return k.resizes.List(pod.UID)

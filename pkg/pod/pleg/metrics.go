@@ -42,9 +42,9 @@ func hasRunningSandbox(pod *container.Pod) bool {
 	return false
 }
 
-// The evented PLEG's metrics, with upstream's names and help texts. They live here
-// rather than in pkg/metrics because, as upstream, they are registered only when the
-// evented PLEG runs: see EventedMetrics.
+// The evented PLEG's metrics, with upstream's names and help texts. pkg/app registers
+// them at start whichever PLEG runs, as upstream v1.37 does (its Register() no longer
+// looks at the EventedPLEG gate); they have samples only with the evented PLEG.
 var (
 	eventedConnErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Subsystem: "kubelet", Name: "evented_pleg_connection_error_count",
@@ -61,8 +61,7 @@ var (
 	})
 )
 
-// EventedMetrics returns the kubelet_evented_pleg_* metrics, for the /metrics registry
-// of a nodelet that runs an EventedPLEG.
+// EventedMetrics returns the kubelet_evented_pleg_* metrics, for the /metrics registry.
 func EventedMetrics() []prometheus.Collector {
 	return []prometheus.Collector{eventedConnErrors, eventedConnSuccesses, eventedConnLatency}
 }

@@ -1,14 +1,18 @@
 package podworkers
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 func histogramOf(o prometheus.Observer) (uint64, float64) {
@@ -53,5 +57,31 @@ func TestWorkerDurationByOperation(t *testing.T) {
 	}
 	if n, sum := histogramOf(metrics.ContainersPerPodCount); n != perPod+1 || sum < 2 {
 		t.Errorf("containers per pod: %d observations (sum %v), want one of 2", n-perPod, sum)
+	}
+}
+
+// WorkingPods describes each worker as kubelet_working_pods counts it.
+func TestWorkingPods(t *testing.T) {
+	w, f, _ := setup(t)
+	f.block = make(chan struct{})
+	defer close(f.block)
+	static := testPod("static")
+	static.Annotations = map[string]string{kubetypes.ConfigSourceAnnotationKey: kubetypes.FileSource}
+	w.UpdatePod(UpdatePodOptions{Pod: testPod("api"), UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{Pod: static, UpdateType: SyncPodCreate})
+	w.UpdatePod(UpdatePodOptions{RunningPod: &container.Pod{ID: "orphan"}, UpdateType: SyncPodKill})
+
+	got := map[string]metrics.WorkingPod{}
+	desired := map[types.UID]bool{"api": true}
+	for _, p := range w.WorkingPods(desired) {
+		got[p.Lifecycle+"/"+strconv.FormatBool(p.Orphan)+"/"+strconv.FormatBool(p.HasConfig)+"/"+strconv.FormatBool(p.Static)] = p
+	}
+	for _, want := range []string{"sync/false/true/false", "sync/true/true/true", "terminating/true/false/false"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("no worker %s (lifecycle/orphan/hasConfig/static) in %v", want, got)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("workers %v, want 3", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/pod/podcache"
@@ -81,6 +82,20 @@ const (
 	TerminatingPod
 	TerminatedPod
 )
+
+// String is the phase's name as upstream writes it (the lifecycle label of
+// kubelet_working_pods).
+func (s PodWorkerState) String() string {
+	switch s {
+	case SyncPod:
+		return "sync"
+	case TerminatingPod:
+		return "terminating"
+	case TerminatedPod:
+		return "terminated"
+	}
+	return "unknown"
+}
 
 // Timing of the worker loop (upstream's backOffPeriod and resync jitter).
 const (
@@ -499,6 +514,23 @@ func (p *PodWorkers) SyncKnownPods(desired []*v1.Pod) map[types.UID]PodWorkerSta
 			p.terminateOrphanLocked(uid, s)
 		}
 		out[uid] = s.state()
+	}
+	return out
+}
+
+// WorkingPods describes every known worker for kubelet_working_pods: its phase, whether
+// desired (a UID in desired) or orphaned, whether it has the pod's spec or only the
+// runtime's pod, and whether the pod is static.
+func (p *PodWorkers) WorkingPods(desired map[types.UID]bool) []metrics.WorkingPod {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]metrics.WorkingPod, 0, len(p.pods))
+	for uid, s := range p.pods {
+		w := metrics.WorkingPod{Lifecycle: s.state().String(), Orphan: !desired[uid], HasConfig: s.pod != nil}
+		if s.pod != nil {
+			w.Static = kubetypes.IsStaticPod(s.pod)
+		}
+		out = append(out, w)
 	}
 	return out
 }

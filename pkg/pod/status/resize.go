@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 // ResizeConditions holds each pod's PodResizePending and PodResizeInProgress conditions
@@ -15,6 +17,9 @@ import (
 // them (GenerateOptions.ResizeConditions). It is safe for concurrent use.
 type ResizeConditions struct {
 	now func() time.Time
+	// podByUID finds a pod for the priority bucket of the resize metrics; nil counts
+	// every pod as "unknown".
+	podByUID func(types.UID) (*v1.Pod, bool)
 
 	mu   sync.Mutex
 	pods map[types.UID]*podResizeConditions
@@ -30,6 +35,45 @@ func NewResizeConditions(now func() time.Time) *ResizeConditions {
 		now = time.Now
 	}
 	return &ResizeConditions{now: now, pods: map[types.UID]*podResizeConditions{}}
+}
+
+// SetPodLookup gives the conditions the pods, for the priority bucket of
+// kubelet_pod_pending_resizes and kubelet_pod_deferred_resize_duration_seconds.
+func (r *ResizeConditions) SetPodLookup(podByUID func(types.UID) (*v1.Pod, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.podByUID = podByUID
+}
+
+func (r *ResizeConditions) pod(uid types.UID) *v1.Pod {
+	if r.podByUID == nil {
+		return nil
+	}
+	pod, _ := r.podByUID(uid)
+	return pod
+}
+
+// recordLocked sets kubelet_pod_pending_resizes and kubelet_pod_in_progress_resizes from
+// the conditions held; pending resizes of pods the kubelet no longer has are not counted,
+// as upstream. Callers hold r.mu.
+func (r *ResizeConditions) recordLocked() {
+	var pending []metrics.PendingResize
+	inProgress := 0
+	for uid, c := range r.pods {
+		if c.inProgress != nil {
+			inProgress++
+		}
+		if c.pending == nil {
+			continue
+		}
+		pod := r.pod(uid)
+		if r.podByUID != nil && pod == nil {
+			continue
+		}
+		pending = append(pending, metrics.PendingResize{Reason: c.pending.Reason, Pod: pod})
+	}
+	metrics.SetPendingResizes(pending)
+	metrics.PodInProgressResizes.Set(float64(inProgress))
 }
 
 func (r *ResizeConditions) of(uid types.UID) *podResizeConditions {
@@ -88,6 +132,9 @@ func (r *ResizeConditions) SetPending(uid types.UID, reason, message string, gen
 	c := r.of(uid)
 	previous := c.pending
 	c.pending = r.resizeCondition(v1.PodResizePending, previous, reason, message, generation)
+	if previous == nil || previous.Reason != reason {
+		r.recordLocked()
+	}
 	return previous == nil || previous.Reason != reason || previous.ObservedGeneration != generation
 }
 
@@ -107,16 +154,23 @@ func (r *ResizeConditions) SetInProgress(uid types.UID, reason, message string, 
 		generation = previous.ObservedGeneration
 	}
 	c.inProgress = r.resizeCondition(v1.PodResizeInProgress, previous, reason, message, generation)
+	if previous == nil {
+		r.recordLocked()
+	}
 	changed := previous == nil || previous.Reason != reason || previous.Message != message
 	return generation, changed
 }
 
-// ClearPending removes the pod's PodResizePending condition.
-func (r *ResizeConditions) ClearPending(uid types.UID) {
+// ClearPending removes the pod's PodResizePending condition. resolution says how the
+// resize ended (metrics.ResizeAccepted, ResizeReverted, ResizeTerminated): a Deferred one
+// is timed in kubelet_pod_deferred_resize_duration_seconds.
+func (r *ResizeConditions) ClearPending(uid types.UID, resolution string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.pods[uid]; ok {
+	if c, ok := r.pods[uid]; ok && c.pending != nil {
+		metrics.ObserveDeferredResize(c.pending, r.pod(uid), resolution, r.now())
 		c.pending = nil
+		r.recordLocked()
 	}
 }
 
@@ -131,6 +185,7 @@ func (r *ResizeConditions) ClearInProgress(uid types.UID) (int64, bool) {
 	}
 	generation := c.inProgress.ObservedGeneration
 	c.inProgress = nil
+	r.recordLocked()
 	return generation, true
 }
 
@@ -150,16 +205,24 @@ func (r *ResizeConditions) Backfill(pods []*v1.Pod) {
 			}
 		}
 	}
+	r.recordLocked()
 }
 
-// Retain forgets the pods not in keep.
+// Retain forgets the pods not in keep; a deferred resize of a pod forgotten ends as
+// terminated.
 func (r *ResizeConditions) Retain(keep map[types.UID]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for uid := range r.pods {
+	forgot := false
+	for uid, c := range r.pods {
 		if !keep[uid] {
+			metrics.ObserveDeferredResize(c.pending, r.pod(uid), metrics.ResizeTerminated, r.now())
 			delete(r.pods, uid)
+			forgot = true
 		}
+	}
+	if forgot {
+		r.recordLocked()
 	}
 }
 

@@ -5,10 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodelet/nodelet/pkg/metrics"
 )
 
 func TestResizeConditionsPending(t *testing.T) {
@@ -35,7 +40,7 @@ func TestResizeConditionsPending(t *testing.T) {
 	if !r.SetPending("u", v1.PodReasonInfeasible, "never", 3) {
 		t.Fatal("a new generation is not a change")
 	}
-	r.ClearPending("u")
+	r.ClearPending("u", metrics.ResizeReverted)
 	if r.Pending("u") != nil || len(r.List("u")) != 0 {
 		t.Fatal("pending not cleared")
 	}
@@ -162,4 +167,44 @@ func TestContainerStatusResourcesFromActuated(t *testing.T) {
 	cs.Resources = &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 819, CpuQuota: 80000, CpuPeriod: 100000, MemoryLimitInBytes: 128 << 20}}
 	got = findContainer(generate(pod, runtimeStatus(cs), v1.PodStatus{}, opts), "a")
 	check(got.Resources, "800m", "800m", "64Mi")
+}
+
+// The conditions keep kubelet_pod_pending_resizes and kubelet_pod_in_progress_resizes
+// current, and a deferred resize of a pod forgotten ends as terminated.
+func TestResizeConditionsMetrics(t *testing.T) {
+	now := at(0)
+	r := NewResizeConditions(func() time.Time { return now })
+	prio := int32(-5)
+	pods := map[types.UID]*v1.Pod{"low": {Spec: v1.PodSpec{Priority: &prio}}, "normal": {}}
+	r.SetPodLookup(func(uid types.UID) (*v1.Pod, bool) { p, ok := pods[uid]; return p, ok })
+	terminated := metrics.PodDeferredResizeDurationSeconds.WithLabelValues(metrics.ResizeTerminated, "unknown")
+
+	r.SetPending("low", "OutOfcpu", "", 1)
+	r.SetPending("normal", v1.PodReasonInfeasible, "", 1)
+	r.SetInProgress("normal", "", "", 1)
+	for labels, want := range map[[2]string]float64{{"deferred", "low"}: 1, {"infeasible", "normal"}: 1} {
+		if got := testutil.ToFloat64(metrics.PodPendingResizes.WithLabelValues(labels[0], labels[1])); got != want {
+			t.Errorf("pending %v = %v, want %v", labels, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(metrics.PodInProgressResizes); got != 1 {
+		t.Errorf("in progress = %v, want 1", got)
+	}
+
+	var m dto.Metric
+	count := func() uint64 { _ = terminated.(prometheus.Metric).Write(&m); return m.GetHistogram().GetSampleCount() }
+	observed := count()
+	now = at(90)
+	delete(pods, "low")
+	r.Retain(map[types.UID]bool{"normal": true})
+	if got := count() - observed; got != 1 {
+		t.Errorf("%d terminated deferrals observed, want 1", got)
+	}
+	if n := testutil.CollectAndCount(metrics.PodPendingResizes); n != 1 {
+		t.Errorf("%d pending series, want the infeasible one only", n)
+	}
+	r.ClearInProgress("normal")
+	if got := testutil.ToFloat64(metrics.PodInProgressResizes); got != 0 {
+		t.Errorf("in progress = %v, want 0", got)
+	}
 }

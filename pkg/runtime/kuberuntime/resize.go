@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/pod/allocation"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
@@ -267,6 +269,8 @@ func (m *Manager) setActuated(pod *v1.Pod, c *v1.Container) {
 // An error leaves the rest for the next sync.
 func (m *Manager) resizePod(ctx context.Context, pod *v1.Pod, changes *podActions) *container.SyncResult {
 	result := container.NewSyncResult(container.ResizePodInPlace, podFullName(pod))
+	start := time.Now()
+	defer func() { metrics.ObservePodResize(start, result.Error == nil) }()
 	if err := m.checkMemoryDecreases(ctx, changes.ContainersToUpdate[v1.ResourceMemory]); err != nil {
 		klog.ErrorS(err, "Allocated pod resize is not currently feasible", "pod", klog.KObj(pod))
 		result.Fail(container.ErrResizePodInPlace, err.Error())
