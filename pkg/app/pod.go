@@ -41,6 +41,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
+	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"
 )
@@ -120,6 +121,18 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	rro := recursiveReadOnlySupport(ctx, cl, ro.RuntimeClasses, handlers)
 	vols.SetRecursiveReadOnlySupport(rro)
 	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
+	pulledImages, err := newImagePullManager(ctx, opts, is)
+	if err != nil {
+		return nil, err
+	}
+	var gcHooks []imagegc.PostGCHook
+	if pulledImages != nil {
+		ro.ImageOptions.PullManager = pulledImages
+		gcHooks = append(gcHooks, pulledImages.PruneUnknownRecords)
+	}
+	if cl != nil {
+		ro.ImageOptions.PullSecrets = cl.objects
+	}
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return nil, err
@@ -179,7 +192,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), summaryOpts)
 	go summary.Run(ctx)
 	metrics.SetPodStats(summary.ListPodStats)
-	images, err := startImageGC(ctx, opts, rs, is, recorder, nodeName)
+	images, err := startImageGC(ctx, opts, rs, is, recorder, nodeName, gcHooks...)
 	if err != nil {
 		return nil, err
 	}

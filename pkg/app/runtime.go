@@ -200,9 +200,34 @@ func imageGCPolicy(cfg *kubeletconfig.KubeletConfiguration) imagegc.Policy {
 	}
 }
 
+// newImagePullManager keeps the records of the images nodelet pulls, with the credentials
+// that pulled them, under <root-dir>/image_manager/, and verifies pods' credentials for
+// images on the node by imagePullCredentialsVerificationPolicy (default
+// NeverVerifyPreloadedImages) and preloadedImagesVerificationAllowlist, as upstream does
+// with the KubeletEnsureSecretPulledImages gate (beta, on by default). nil when the gate
+// is off: every pod may use every image on the node.
+func newImagePullManager(ctx context.Context, opts *config.Options, is internalapi.ImageManagerService) (*images.PullManager, error) {
+	cfg := opts.Config
+	if on, set := cfg.FeatureGates["KubeletEnsureSecretPulledImages"]; set && !on {
+		return nil, nil
+	}
+	policy, err := images.NewCredentialVerificationPolicy(cfg.ImagePullCredentialsVerificationPolicy, cfg.PreloadedImagesVerificationAllowlist)
+	if err != nil {
+		return nil, err
+	}
+	var maxParallel int32
+	if cfg.MaxParallelImagePulls != nil {
+		maxParallel = *cfg.MaxParallelImagePulls
+	}
+	return images.NewPullManager(ctx, images.PullManagerOptions{
+		RootDir: opts.RootDirectory, Policy: policy, Images: images.NewRuntimeImages(is),
+		MaxPods: cfg.MaxPods, MaxParallelImagePulls: maxParallel,
+	})
+}
+
 // startImageGC collects unused images by the imageGC* settings (every 5 minutes), keeping
-// the runtime's sandbox image.
-func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string) (*imagegc.Manager, error) {
+// the runtime's sandbox image; hooks run after each collection.
+func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.RuntimeService, is internalapi.ImageManagerService, recorder record.EventRecorder, nodeName string, hooks ...imagegc.PostGCHook) (*imagegc.Manager, error) {
 	cfg := opts.Config
 	var sandboxImage string
 	if st, err := rs.Status(ctx, true); err == nil {
@@ -212,6 +237,7 @@ func startImageGC(ctx context.Context, opts *config.Options, rs internalapi.Runt
 		Images: is, Containers: rs, FsStats: imagegc.CRIImageFs{Images: is},
 		Policy:       imageGCPolicy(cfg),
 		SandboxImage: sandboxImage, Recorder: recorder, NodeRef: nodeRef(nodeName),
+		PostGCHooks: hooks,
 	})
 	if err != nil {
 		return nil, err

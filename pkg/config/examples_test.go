@@ -8,7 +8,7 @@ import (
 
 // defaultsNotHonoured are the fields whose upstream default asks for something nodelet
 // does not do yet; every start with them at their defaults warns about exactly these.
-var defaultsNotHonoured = []string{"imagePullCredentialsVerificationPolicy", "makeIPTablesUtilChains", "protectKernelDefaults"}
+var defaultsNotHonoured = []string{"makeIPTablesUtilChains", "protectKernelDefaults"}
 
 // The demo (hack/demo.sh) runs nodelet on examples/kubelet-config.yaml with only
 // command-only flags: its first screen carries no warning but the one every node gets for

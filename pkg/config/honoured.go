@@ -26,12 +26,6 @@ func never(*kc.KubeletConfiguration) bool  { return false }
 // only defaulted: upstream's defaults turn some behaviour on (TestEveryFieldIsClassified
 // keeps the list complete against the config type).
 var notRead = map[string]fixedBehaviour{
-	"imagePullCredentialsVerificationPolicy": {"any pod may run an image that is already on the node (NeverVerify): the credentials of pulled images are not verified",
-		func(c *kc.KubeletConfiguration) bool {
-			return c.ImagePullCredentialsVerificationPolicy == kc.NeverVerify || !gate(c, "KubeletEnsureSecretPulledImages", true)
-		}},
-	"preloadedImagesVerificationAllowlist": {"no image is verified, so the allowlist is not read",
-		func(c *kc.KubeletConfiguration) bool { return len(c.PreloadedImagesVerificationAllowlist) == 0 }},
 	"streamingConnectionIdleTimeout": {"exec, attach and port-forward streams idle out after 4h",
 		func(c *kc.KubeletConfiguration) bool { return c.StreamingConnectionIdleTimeout.Duration == 4*time.Hour }},
 	"kubeletCgroups": {"", func(c *kc.KubeletConfiguration) bool { return c.KubeletCgroups == "" }},
@@ -121,7 +115,7 @@ var notRead = map[string]fixedBehaviour{
 var actedOnGates = map[string]bool{
 	"ExtendWebSocketsToKubelet": true, "ContainerCheckpoint": true, "PodLogsQuerySplitStreams": true,
 	"EventedPLEG": true, "MemoryQoS": true, "InPlacePodLevelResourcesVerticalScaling": true,
-	"KubeletEnsureSecretPulledImages": true,
+	"KubeletEnsureSecretPulledImages": true, "ComponentStatusz": true, "ComponentFlagz": true,
 }
 
 // gatesActedOn is true when every gate the configuration names is one nodelet reads.
@@ -132,14 +126,6 @@ func gatesActedOn(c *kc.KubeletConfiguration) bool {
 		}
 	}
 	return true
-}
-
-// gate is a feature gate's value, def when the configuration does not name it.
-func gate(c *kc.KubeletConfiguration, name string, def bool) bool {
-	if on, ok := c.FeatureGates[name]; ok {
-		return on
-	}
-	return def
 }
 
 // noFlexVolumeDrivers is true when dir holds no FlexVolume driver (vendor~driver/driver).

@@ -50,6 +50,8 @@ var implementedFields = map[string]bool{
 	"maxParallelImagePulls":                     true,
 	"registryPullQPS":                           true,
 	"registryBurst":                             true,
+	"imagePullCredentialsVerificationPolicy":    true,
+	"preloadedImagesVerificationAllowlist":      true,
 	"cpuCFSQuota":                               true,
 	"cpuCFSQuotaPeriod":                         true,
 	"seccompDefault":                            true,
@@ -107,7 +109,7 @@ var implementedFields = map[string]bool{
 var partlyImplemented = map[string]string{
 	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
 	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
-	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling and KubeletEnsureSecretPulledImages=false only",
+	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling, KubeletEnsureSecretPulledImages, ComponentStatusz and ComponentFlagz only",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.

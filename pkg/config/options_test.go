@@ -209,10 +209,14 @@ func TestUnhonouredFieldsWarnByEffectiveValue(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, body, want string }{
 		{"set away from nodelet's behaviour", "cgroupDriver: cgroupfs\nmaxPods: 20\ncpuManagerPolicy: static\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n",
-			"cpuManagerPolicy,cpuManagerReconcilePeriod,imagePullCredentialsVerificationPolicy,makeIPTablesUtilChains,memorySwap,protectKernelDefaults"},
+			"cpuManagerPolicy,cpuManagerReconcilePeriod,makeIPTablesUtilChains,memorySwap,protectKernelDefaults"},
 		{"set to nodelet's behaviour", "cpuManagerPolicy: none\nmemorySwap:\n  swapBehavior: NoSwap\nhairpinMode: hairpin-veth\n",
 			strings.Join(defaultsNotHonoured, ",")},
-		{"defaults turned off", "imagePullCredentialsVerificationPolicy: NeverVerify\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
+		{"defaults turned off", "makeIPTablesUtilChains: false\n", "protectKernelDefaults"},
+		// nodelet verifies the credentials of pulled images by every policy, and with the
+		// gate off does not: neither warns.
+		{"image credential verification", "imagePullCredentialsVerificationPolicy: AlwaysVerify\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
+		{"allowlisted images", "imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\npreloadedImagesVerificationAllowlist: [\"registry.example/team/*\"]\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
 		{"the gate off", "featureGates:\n  KubeletEnsureSecretPulledImages: false\nmakeIPTablesUtilChains: false\n", "protectKernelDefaults"},
 		{"an unknown gate", "featureGates:\n  SomeAlphaGate: true\n", "featureGates," + strings.Join(defaultsNotHonoured, ",")},
 	} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -33,6 +35,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, beganGC time.Time) error {
 	if err != nil {
 		return err
 	}
+	defer m.runPostGCHooks(ctx, now)
 	if images, err = m.freeOldImages(ctx, images, now, beganGC); err != nil {
 		return err
 	}
@@ -76,8 +79,22 @@ func (m *Manager) DeleteUnusedImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer m.runPostGCHooks(ctx, now)
 	_, err = m.freeSpace(ctx, math.MaxInt64, now, images)
 	return err
+}
+
+// runPostGCHooks tells the hooks which images are left: every image the collection's
+// listing found and did not remove (removeImage forgets those it removes). The caller
+// holds m.mu.
+func (m *Manager) runPostGCHooks(ctx context.Context, gcStart time.Time) {
+	if len(m.postGCHooks) == 0 {
+		return
+	}
+	remaining := slices.Sorted(maps.Keys(m.records))
+	for _, hook := range m.postGCHooks {
+		hook(ctx, remaining, gcStart)
+	}
 }
 
 // imageFsSpace returns the image filesystem's capacity and available bytes; a capacity

@@ -93,6 +93,16 @@ type FsStatsProvider interface {
 	ImageFsStats(ctx context.Context) (*statsapi.FsStats, error)
 }
 
+// PostGCHook is told, after a collection, the IDs of the images still on the node and
+// when the collection started (before it listed the images): upstream's PostImageGCHook,
+// with which the image manager prunes the pulled records of removed images
+// (images.ImagePullManager.PruneUnknownRecords).
+//
+// Upstream passes only the unused images its collection left; here every image still on
+// the node is passed, images in use and pinned ones included, so that a hook never takes
+// an image that is still there for a removed one.
+type PostGCHook func(ctx context.Context, remainingImageIDs []string, gcStart time.Time)
+
 // Options are what New needs.
 type Options struct {
 	Images     ImageService
@@ -108,6 +118,9 @@ type Options struct {
 	NodeRef  *v1.ObjectReference
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
+	// PostGCHooks run after each collection that listed the images (GarbageCollect,
+	// DeleteUnusedImages), whether or not it removed any.
+	PostGCHooks []PostGCHook
 }
 
 // Manager is the image garbage collector. It is safe for concurrent use; collections
@@ -121,6 +134,7 @@ type Manager struct {
 	recorder     record.EventRecorder
 	nodeRef      *v1.ObjectReference
 	clock        clock.WithTicker
+	postGCHooks  []PostGCHook
 
 	// mu serializes detection and collections and guards records.
 	mu sync.Mutex
@@ -150,6 +164,7 @@ func New(opts Options) (*Manager, error) {
 		recorder:     opts.Recorder,
 		nodeRef:      opts.NodeRef,
 		clock:        c,
+		postGCHooks:  opts.PostGCHooks,
 		records:      map[string]*imageRecord{},
 	}, nil
 }

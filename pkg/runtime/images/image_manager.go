@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	kc "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodelet/nodelet/pkg/metrics"
 	"github.com/nodelet/nodelet/pkg/metrics/podstartup"
@@ -30,13 +32,19 @@ const (
 	EventBackOffPullImage  = "BackOff"
 )
 
-// imageManager is upstream's imageManager without the KubeletEnsureSecretPulledImages
-// bookkeeping (a feature gate that is off by default).
+// imageManager is upstream's imageManager. With a pull manager (Options.PullManager, the
+// KubeletEnsureSecretPulledImages feature) a present image is used only when the
+// credential verification policy and the pulled records let the pod use it; otherwise
+// the pod pulls it again, with its own credentials, to show it may.
 type imageManager struct {
 	recorder record.EventRecorder
 	images   container.ImageService
 	backOff  *flowcontrol.Backoff
 	puller   *puller
+	// pulls is nil when pulled images are not verified (the feature gate off).
+	pulls ImagePullManager
+	// secrets resolves a pod's imagePullSecrets when the caller passes none; nil: never.
+	secrets SecretGetter
 	// prevPullErr keeps, per back-off key, the last pull failure, so that the back-off
 	// message says why the image is being backed off.
 	prevPullErr sync.Map
@@ -53,6 +61,8 @@ func NewImageManager(recorder record.EventRecorder, images container.ImageServic
 		images:   images,
 		backOff:  backOff,
 		puller:   newPuller(images, opts),
+		pulls:    opts.PullManager,
+		secrets:  opts.PullSecrets,
 	}
 }
 
@@ -70,12 +80,75 @@ func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectR
 	if err != nil {
 		return "", msg, err
 	}
+	// The pod's pull secrets are only looked up when needed, and at most once.
+	resolved := sync.OnceValues(func() ([]v1.Secret, []string) { return m.resolvePullSecrets(ctx, pod, pullSecrets) })
+	podSecrets := func() []v1.Secret { s, _ := resolved(); return s }
 	if imageRef != "" {
-		msg := fmt.Sprintf("Container image %q already present on machine", image)
-		m.event(ctx, objRef, v1.EventTypeNormal, EventPulledImage, logPrefix, msg)
-		return imageRef, msg, nil
+		if m.pulls == nil {
+			msg := fmt.Sprintf("Container image %q already present on machine", image)
+			m.event(ctx, objRef, v1.EventTypeNormal, EventPulledImage, logPrefix, msg)
+			return imageRef, msg, nil
+		}
+		mustPull, err := m.pulls.MustAttemptImagePull(ctx, image, imageRef, podCredentialsFunc(spec.Image, podSecrets))
+		if err != nil {
+			return "", err.Error(), err
+		}
+		if !mustPull {
+			msg := fmt.Sprintf("Container image %q already present on machine and can be accessed by the pod", image)
+			m.event(ctx, objRef, v1.EventTypeNormal, EventPulledImage, logPrefix, msg)
+			return imageRef, msg, nil
+		}
+		klog.FromContext(ctx).V(2).Info("Image is present but the pod must pull it to verify its credentials", "pod", klog.KObj(pod), "image", image)
 	}
-	return m.pullImage(ctx, objRef, logPrefix, pod.UID, image, spec, pullSecrets, sandboxConfig)
+	if pullPolicy == v1.PullNever {
+		// Present, but not for this pod: it is told what it would be told of an absent
+		// image, so as not to reveal that the image is on the node.
+		msg, err := m.neverPullError(ctx, objRef, logPrefix, image)
+		return "", msg, err
+	}
+	secrets, missing := resolved()
+	imageRef, msg, err = m.pullImage(ctx, objRef, logPrefix, pod.UID, image, spec, secrets, sandboxConfig)
+	if errors.Is(err, ErrImagePull) && len(missing) > 0 && m.recorder != nil {
+		// Upstream's kubelet says so after a sync whose pull failed.
+		m.recorder.Eventf(pod, v1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
+			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
+	}
+	return imageRef, msg, err
+}
+
+// podCredentialsFunc returns, once asked, the pull secret credentials that match the
+// image, as the pulled records identify them (coordinates and credential hash). A pull
+// secret that does not parse is an error.
+func podCredentialsFunc(image string, pullSecrets func() []v1.Secret) GetPodCredentials {
+	var once sync.Once
+	var secrets []kc.ImagePullSecret
+	var err error
+	return func() ([]kc.ImagePullSecret, *kc.ImagePullServiceAccount, error) {
+		once.Do(func() { secrets, err = podSecretCredentials(image, pullSecrets()) })
+		// nodelet runs no credential provider plugins: there is no service account.
+		return secrets, nil, err
+	}
+}
+
+func podSecretCredentials(image string, pullSecrets []v1.Secret) ([]kc.ImagePullSecret, error) {
+	repo, _, _, err := parseImageName(image)
+	if err != nil {
+		return nil, err
+	}
+	keyring, err := KeyringFromSecrets(pullSecrets, nil)
+	if err != nil || keyring == nil {
+		return nil, err
+	}
+	creds, _ := keyring.Lookup(repo)
+	var secrets []kc.ImagePullSecret
+	for _, c := range creds {
+		if c.Source == nil || c.Source.Secret == nil {
+			continue
+		}
+		s := c.Source.Secret
+		secrets = append(secrets, kc.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name, CredentialHash: c.AuthConfigHash})
+	}
+	return secrets, nil
 }
 
 // ImageSpecFor is the spec under which a container's image is checked and pulled: the
@@ -101,15 +174,49 @@ func (m *imageManager) presentImage(ctx context.Context, objRef *v1.ObjectRefere
 		return "", msg, ErrImageInspect
 	}
 	if imageRef == "" && pullPolicy == v1.PullNever {
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
-		m.event(ctx, objRef, v1.EventTypeWarning, EventErrImageNeverPull, logPrefix, msg)
-		return "", msg, ErrImageNeverPull
+		msg, err := m.neverPullError(ctx, objRef, logPrefix, image)
+		return "", msg, err
 	}
 	return imageRef, "", nil
 }
 
+// neverPullError is the ErrImageNeverPull of an image that is absent, or present but not
+// for this pod (upstream's imageNotPresentOnNeverPolicyError): the same event and message
+// in both cases.
+func (m *imageManager) neverPullError(ctx context.Context, objRef *v1.ObjectReference, logPrefix, image string) (string, error) {
+	msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", image)
+	m.event(ctx, objRef, v1.EventTypeWarning, EventErrImageNeverPull, logPrefix, msg)
+	return msg, ErrImageNeverPull
+}
+
 // pullImage pulls unless the pod's last pull of this image failed within the back-off.
-func (m *imageManager) pullImage(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec container.ImageSpec, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
+// With a pull manager, an intent is recorded first and, once the pull ends, the pulled
+// record with the credential that pulled (or the intent is dropped).
+func (m *imageManager) pullImage(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec container.ImageSpec, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (imageRef, message string, err error) {
+	if m.pulls != nil {
+		if err := m.pulls.RecordPullIntent(image); err != nil {
+			return "", fmt.Sprintf("Failed to record image pull intent for container image %q: %v", image, err), err
+		}
+		var report *pullReport
+		ctx, report = withPullReport(ctx)
+		defer func() {
+			if err != nil {
+				m.pulls.RecordImagePullFailed(ctx, image)
+				return
+			}
+			var creds *kc.ImagePullCredentials
+			if used, reported := report.credentials(); reported {
+				creds = credentialsOfPull(used)
+			}
+			// Unreported (an image service other than RuntimeImages): the record has no
+			// credentials, so every pod verifies.
+			m.pulls.RecordImagePulled(ctx, image, imageRef, creds)
+		}()
+	}
+	return m.pullNow(ctx, objRef, logPrefix, podUID, image, spec, pullSecrets, sandboxConfig)
+}
+
+func (m *imageManager) pullNow(ctx context.Context, objRef *v1.ObjectReference, logPrefix string, podUID types.UID, image string, spec container.ImageSpec, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
 	backOffKey := fmt.Sprintf("%s_%s", podUID, image)
 	if m.backOff.IsInBackOffSinceUpdate(backOffKey, m.backOff.Clock.Now()) {
 		msg := fmt.Sprintf("Back-off pulling image %q", image)

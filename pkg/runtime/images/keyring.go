@@ -1,7 +1,9 @@
 package images
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -24,6 +26,53 @@ type AuthConfig struct {
 	ServerAddress string `json:"serveraddress,omitempty"`
 	IdentityToken string `json:"identitytoken,omitempty"`
 	RegistryToken string `json:"registrytoken,omitempty"`
+}
+
+// TrackedAuthConfig is a credential with where it came from, as upstream's
+// credentialprovider.TrackedAuthConfig: the image manager records, for each pulled image,
+// which pod credentials could pull it (KEP-2535).
+type TrackedAuthConfig struct {
+	AuthConfig
+	// AuthConfigHash is the hex SHA-256 of the credential's JSON (upstream's
+	// hashAuthConfig): two secrets holding the same credential have the same hash.
+	AuthConfigHash string
+	// Source is the pull secret (or service account) the credential came from; nil for
+	// the node's own credentials, which every pod of the node may use.
+	Source *CredentialSource
+}
+
+// CredentialSource says where a credential came from: one of its fields is set.
+type CredentialSource struct {
+	Secret         *SecretCoordinates
+	ServiceAccount *ServiceAccountCoordinates
+}
+
+// SecretCoordinates name a pull secret.
+type SecretCoordinates struct {
+	UID, Namespace, Name string
+}
+
+// ServiceAccountCoordinates name the service account a credential provider plugin was
+// given a token of.
+type ServiceAccountCoordinates struct {
+	UID, Namespace, Name string
+}
+
+// NewTrackedAuthConfig attaches src and the credential's hash to c.
+func NewTrackedAuthConfig(c AuthConfig, src *CredentialSource) TrackedAuthConfig {
+	return TrackedAuthConfig{AuthConfig: c, AuthConfigHash: hashAuthConfig(c), Source: src}
+}
+
+// hashAuthConfig is upstream's: SHA-256 of the credential's JSON, in hex; "" if it does
+// not marshal. AuthConfig has upstream's fields, order and tags, so the hashes agree with
+// those in records written by upstream's kubelet.
+func hashAuthConfig(c AuthConfig) string {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // DockerConfig is the legacy .dockercfg format (the kubernetes.io/dockercfg secret): a
@@ -94,21 +143,25 @@ func decodeAuthField(field string) (username, password string, err error) {
 type Keyring interface {
 	// Lookup takes a normalized repository such as "docker.io/library/busybox" and returns
 	// every matching credential, most specific registry first; ok is false when none match.
-	Lookup(repo string) (creds []AuthConfig, ok bool)
+	Lookup(repo string) (creds []TrackedAuthConfig, ok bool)
 }
 
 // BasicKeyring indexes docker configs by registry key. Keys are kept in reverse
 // lexical order, so "quay.io/org" is tried before "quay.io".
 type BasicKeyring struct {
 	index []string
-	creds map[string][]AuthConfig
+	creds map[string][]TrackedAuthConfig
 }
 
-// Add indexes every entry of cfg; credentials under an already known key are appended
-// after the earlier ones. Entries that are not URLs are skipped.
-func (k *BasicKeyring) Add(cfg DockerConfig) {
+// Add indexes every entry of cfg as credentials of the node (no source); credentials
+// under an already known key are appended after the earlier ones. Entries that are not
+// URLs are skipped.
+func (k *BasicKeyring) Add(cfg DockerConfig) { k.AddFrom(nil, cfg) }
+
+// AddFrom is Add for credentials that came from src (nil: the node's own).
+func (k *BasicKeyring) AddFrom(src *CredentialSource, cfg DockerConfig) {
 	if k.creds == nil {
-		k.creds = map[string][]AuthConfig{}
+		k.creds = map[string][]TrackedAuthConfig{}
 	}
 	for loc, entry := range cfg {
 		key, err := registryKey(loc)
@@ -116,7 +169,8 @@ func (k *BasicKeyring) Add(cfg DockerConfig) {
 			klog.ErrorS(err, "Ignoring invalid registry in docker config", "registry", loc)
 			continue
 		}
-		k.creds[key] = append(k.creds[key], AuthConfig{Username: entry.Username, Password: entry.Password, Email: entry.Email})
+		c := AuthConfig{Username: entry.Username, Password: entry.Password, Email: entry.Email}
+		k.creds[key] = append(k.creds[key], NewTrackedAuthConfig(c, src))
 		if !slices.Contains(k.index, key) {
 			k.index = append(k.index, key)
 		}
@@ -148,8 +202,8 @@ func registryKey(loc string) (string, error) {
 // Lookup returns the credentials of every key that matches repo. When none does and repo
 // is on Docker Hub, the credentials stored for index.docker.io (what `docker login`
 // writes as https://index.docker.io/v1/) are used.
-func (k *BasicKeyring) Lookup(repo string) ([]AuthConfig, bool) {
-	var out []AuthConfig
+func (k *BasicKeyring) Lookup(repo string) ([]TrackedAuthConfig, bool) {
+	var out []TrackedAuthConfig
 	for _, key := range k.index {
 		if ok, _ := URLsMatch(key, repo); ok {
 			out = append(out, k.creds[key]...)
@@ -222,8 +276,8 @@ func splitHost(hostport string) (labels []string, port string) {
 type UnionKeyring []Keyring
 
 // Lookup implements Keyring.
-func (u UnionKeyring) Lookup(repo string) ([]AuthConfig, bool) {
-	var out []AuthConfig
+func (u UnionKeyring) Lookup(repo string) ([]TrackedAuthConfig, bool) {
+	var out []TrackedAuthConfig
 	for _, k := range u {
 		if k == nil {
 			continue
@@ -236,7 +290,8 @@ func (u UnionKeyring) Lookup(repo string) ([]AuthConfig, bool) {
 
 // KeyringFromSecrets indexes the docker credentials in the pod's pull secrets
 // (kubernetes.io/dockerconfigjson and kubernetes.io/dockercfg; others are ignored) ahead
-// of fallback, which may be nil. A secret whose config does not parse is an error.
+// of fallback, which may be nil. Each credential carries its secret's coordinates
+// (namespace, name, UID). A secret whose config does not parse is an error.
 func KeyringFromSecrets(secrets []v1.Secret, fallback Keyring) (Keyring, error) {
 	fromSecrets := &BasicKeyring{}
 	found := false
@@ -246,7 +301,8 @@ func KeyringFromSecrets(secrets []v1.Secret, fallback Keyring) (Keyring, error) 
 			return nil, err
 		}
 		if ok {
-			fromSecrets.Add(cfg)
+			s := &secrets[i]
+			fromSecrets.AddFrom(&CredentialSource{Secret: &SecretCoordinates{UID: string(s.UID), Namespace: s.Namespace, Name: s.Name}}, cfg)
 			found = true
 		}
 	}

@@ -45,7 +45,7 @@ func NewNodeKeyring(preferredDir string) *FileKeyring {
 }
 
 // Lookup implements Keyring.
-func (f *FileKeyring) Lookup(repo string) ([]AuthConfig, bool) {
+func (f *FileKeyring) Lookup(repo string) ([]TrackedAuthConfig, bool) {
 	return f.keyring().Lookup(repo)
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 )
 
@@ -51,7 +53,7 @@ func TestURLsMatch(t *testing.T) {
 }
 
 // users lists the usernames of creds, to compare lookups compactly.
-func users(creds []AuthConfig) []string {
+func users(creds []TrackedAuthConfig) []string {
 	var out []string
 	for _, c := range creds {
 		out = append(out, c.Username)
@@ -112,8 +114,9 @@ func TestDockerHubFallbackOnlyWhenNothingMatches(t *testing.T) {
 
 func dockerConfigJSONSecret(name, body string) v1.Secret {
 	return v1.Secret{
-		Type: v1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(body)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")},
+		Type:       v1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{v1.DockerConfigJsonKey: []byte(body)},
 	}
 }
 
@@ -142,8 +145,20 @@ func TestKeyringFromSecrets(t *testing.T) {
 		{Username: "bob", Password: "pw2", Email: "b@x"},
 		{Username: "node", Password: "node-pw"},
 	}
-	if !reflect.DeepEqual(creds, want) {
-		t.Fatalf("got %+v\nwant %+v", creds, want)
+	var got []AuthConfig
+	for _, c := range creds {
+		got = append(got, c.AuthConfig)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// Each credential says where it came from: the secret's coordinates, or nothing for
+	// the node's own.
+	if s := creds[0].Source; s == nil || *s.Secret != (SecretCoordinates{UID: "a-uid", Namespace: "ns", Name: "a"}) {
+		t.Errorf("alice's source = %+v, want secret ns/a", s)
+	}
+	if creds[2].Source != nil {
+		t.Errorf("the node's credential has source %+v", creds[2].Source)
 	}
 	if creds, _ := k.Lookup("other.io/x"); !reflect.DeepEqual(users(creds), []string{"carol"}) {
 		t.Errorf("other.io: got %v", users(creds))

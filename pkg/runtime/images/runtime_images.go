@@ -37,7 +37,8 @@ func NewRuntimeImagesWithKeyring(svc internalapi.ImageManagerService, nodeKeyrin
 // image's registry they are tried one by one, most specific registry first and pull
 // secrets before node credentials; the first success wins and, as upstream, there is no
 // anonymous attempt after they all fail. With no matching credentials it pulls
-// anonymously.
+// anonymously. Under a context from withPullReport it reports which credential pulled
+// the image (nil: anonymously), as upstream's PullImage returns it.
 func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	if memo := memoFrom(ctx); memo != nil {
 		defer memo.forget(image) // the pull changes what ImageStatus says
@@ -52,7 +53,7 @@ func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec
 		return "", err
 	}
 	spec := toRuntimeImageSpec(image)
-	var creds []AuthConfig
+	var creds []TrackedAuthConfig
 	if keyring != nil {
 		creds, _ = keyring.Lookup(repo)
 	}
@@ -61,13 +62,16 @@ func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec
 		ref, err := r.svc.PullImage(ctx, spec, nil, sandboxConfig)
 		if err != nil {
 			logger.Error(err, "Failed to pull image", "image", image.Image)
+			return ref, err
 		}
-		return ref, err
+		reportPullCredentials(ctx, nil)
+		return ref, nil
 	}
 	var errs []error
-	for _, c := range creds {
-		ref, err := r.svc.PullImage(ctx, spec, toRuntimeAuth(c), sandboxConfig)
+	for i := range creds {
+		ref, err := r.svc.PullImage(ctx, spec, toRuntimeAuth(creds[i].AuthConfig), sandboxConfig)
 		if err == nil {
+			reportPullCredentials(ctx, &creds[i])
 			return ref, nil
 		}
 		errs = append(errs, err)

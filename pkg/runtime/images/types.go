@@ -2,7 +2,11 @@
 // container's pull policy, per-image back-off and pull throttling (upstream's
 // pkg/kubelet/images), the CRI-backed image service that tries pull-secret credentials
 // (upstream's kuberuntime_image.go), and the docker keyring that picks those credentials
-// (upstream's pkg/credentialprovider).
+// (upstream's pkg/credentialprovider). With a PullManager it also keeps, as upstream's
+// kubelet does with KubeletEnsureSecretPulledImages (KEP-2535), records of the images it
+// pulled and with which credentials, in upstream's files under
+// <root-dir>/image_manager/, so that an image on the node is no way around registry
+// credentials: a pod may need to pull it again, with its own, before using it.
 package images
 
 import (
@@ -65,4 +69,12 @@ type Options struct {
 	RegistryBurst   int
 	// Backoff is the per-image pull back-off; nil means ImageBackOffPeriod to MaxImageBackOff.
 	Backoff *flowcontrol.Backoff
+	// PullManager keeps the records of pulled images and the credentials that pulled them
+	// (NewPullManager), so that a present image is verified by the
+	// imagePullCredentialsVerificationPolicy before a pod uses it. nil: images on the node
+	// are usable by every pod (the KubeletEnsureSecretPulledImages feature gate off).
+	PullManager ImagePullManager
+	// PullSecrets, when set, reads a pod's spec.imagePullSecrets from the API server for
+	// EnsureImageExists calls that pass no pull secrets.
+	PullSecrets SecretGetter
 }
