@@ -86,8 +86,9 @@ func (m *Manager) setUpTmpfs(dir string, sizeBytes int64) error {
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, options); err != nil {
 		return fmt.Errorf("mounting tmpfs on %s: %w", dir, err)
 	}
-	// A fresh tmpfs root is 1777; give it the emptyDir mode like a disk one.
-	return os.Chmod(dir, emptyDirPerm)
+	// The fresh tmpfs root keeps its 1777 (drwxrwxrwt), as upstream's leaves it; fsGroup
+	// then adds the setgid bit (drwxrwsrwt).
+	return nil
 }
 
 // isTmpfsMountPoint reports whether a tmpfs is mounted exactly at dir.

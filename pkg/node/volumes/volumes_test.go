@@ -189,6 +189,9 @@ func TestMemoryEmptyDirTmpfs(t *testing.T) {
 	if got := perm(t, dir); got != 0o777 {
 		t.Errorf("tmpfs emptyDir mode = %o, want 777", got)
 	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode()&os.ModeSticky == 0 {
+		t.Errorf("tmpfs emptyDir mode %v (%v): want tmpfs's sticky root (drwxrwxrwt), as upstream", fi.Mode(), err)
+	}
 	if line := mountInfoLine(t, resolved); !strings.Contains(line, "size=1024k") {
 		t.Errorf("tmpfs not mounted with size=1Mi: %q", line)
 	}
@@ -702,5 +705,27 @@ func TestRecursiveReadOnlyFollowsThePodsHandler(t *testing.T) {
 	}
 	if _, err := mount(v1.RecursiveReadOnlyEnabled); err == nil {
 		t.Error("Enabled without support was accepted")
+	}
+}
+
+// A memory emptyDir with fsGroup has upstream's drwxrwsrwt root: tmpfs's sticky 1777 plus
+// the setgid bit SetVolumeOwnership adds, also once a subPath of it has been created.
+func TestMemoryEmptyDirWithFSGroupMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting tmpfs needs root")
+	}
+	m := newTestManager(t)
+	unmountOnCleanup(t, m.rootDir)
+	pod := newPod("uid-memfs", emptyDirVolume("mem", v1.StorageMediumMemory))
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](2000)}
+	must(t, m.SetUpPod(ctx, pod))
+	if _, err := m.MountsFor(pod, &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "mem", MountPath: "/m", SubPath: "new/dir"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := os.ModeDir | os.ModeSetgid | os.ModeSticky | 0o777
+	for _, d := range []string{m.emptyDirPath(pod.UID, "mem"), filepath.Join(m.emptyDirPath(pod.UID, "mem"), "new", "dir")} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v (%v), want %v", d, fi.Mode(), err, want)
+		}
 	}
 }
