@@ -45,9 +45,8 @@ func claimPath(vols *volumes.Manager) func(*v1.Pod, string) (string, bool) {
 
 // checkSystemdDriver refuses the systemd cgroup driver where no systemd runs to agree with
 // it, unless the runtime itself reports that driver (it then owns the choice). Where
-// systemd runs it warns: nodelet makes the driver's .slice cgroups through cgroupfs, not
-// through systemd's D-Bus API as upstream's libcontainer manager does, so a systemd
-// daemon-reload may reset their limits.
+// systemd runs, the container manager has it make the .slice cgroups over its D-Bus API
+// (see newContainerManager).
 func checkSystemdDriver(driver string, fromRuntime, systemd bool) error {
 	if driver != cri.CgroupDriverSystemd {
 		return nil
@@ -58,7 +57,6 @@ func checkSystemdDriver(driver string, fromRuntime, systemd bool) error {
 		}
 		return errors.New(`cgroupDriver "systemd" needs systemd as the init system, and it does not run here (no /run/systemd/system); set cgroupDriver: cgroupfs`)
 	}
-	klog.InfoS("Warning: with cgroupDriver systemd, nodelet creates the .slice cgroups through cgroupfs, not through systemd's D-Bus API as upstream's kubelet does; systemd may reset their limits on a daemon-reload")
 	return nil
 }
 
@@ -69,7 +67,10 @@ func systemdRunning() bool {
 }
 
 // newContainerManager builds the container manager from the configuration: the QoS
-// cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources.
+// cgroup hierarchy under cgroupRoot, sized to the node's allocatable resources. With the
+// systemd driver on a host where systemd runs, the slices are systemd's transient units,
+// made over the system bus as upstream's kubelet makes them; where the runtime reports
+// the driver without systemd running, they are only named as slices.
 func newContainerManager(opts *config.Options, nodeName string, recorder record.EventRecorder, node nodestatus.Options, machine func() (*nodestatus.MachineInfo, error)) (*cm.ContainerManager, error) {
 	cfg := opts.Config
 	info, err := machine()
@@ -86,6 +87,7 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 		FailCgroupV1: *cfg.FailCgroupV1, MemoryQoS: memoryQoSGate(cfg),
 		MemoryThrottlingFactor: derefFloat(cfg.MemoryThrottlingFactor, 0.9),
 		Recorder:               recorder, NodeName: nodeName,
+		Systemd: cfg.CgroupDriver == cm.DriverSystemd && systemdRunning(),
 	})
 }
 

@@ -12,5 +12,8 @@
 // PID and huge page limits. Runtimes create the containers' cgroups below them; runc
 // removes only a container's own, so pod cgroups are the kubelet's to remove. Both
 // cgroup v1 and the unified v2 hierarchy are written directly through the cgroup
-// filesystem, detected at start.
+// filesystem, detected at start. With the systemd driver where systemd runs
+// (Options.Systemd), each cgroup is first a transient slice unit that systemd starts,
+// limits (SetUnitProperties) and stops over D-Bus, as upstream's libcontainer systemd
+// manager has it; the cgroup files are written after that, as libcontainer writes them.
 package cm

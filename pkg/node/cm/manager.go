@@ -71,6 +71,15 @@ type Options struct {
 	// CgroupFS is where cgroups are mounted; "" is /sys/fs/cgroup (tests use a tree of
 	// plain files).
 	CgroupFS string
+	// Systemd, with CgroupDriver systemd, has systemd create, limit and remove the
+	// slices as transient units over its D-Bus API, as upstream's kubelet does; nodelet
+	// then writes what systemd has no property for through cgroupfs. Set it only where
+	// systemd is the init system.
+	Systemd bool
+	// SystemdBus is the D-Bus address systemd is reached at; "" is the system bus
+	// (DBUS_SYSTEM_BUS_ADDRESS, else /run/dbus/system_bus_socket; as root, systemd's
+	// private socket when the bus does not answer).
+	SystemdBus string
 
 	hugePagesDir string // "" is /sys/kernel/mm/hugepages
 }
@@ -82,7 +91,8 @@ type Options struct {
 // under the pod's (Parent).
 type ContainerManager struct {
 	opts      Options
-	fs        *cgroupFS // nil: no cgroups are managed
+	fs        *cgroupFS     // nil: no cgroups are managed
+	units     *systemdUnits // nil: cgroups are made through cgroupfs alone
 	names     naming
 	root      cgroupName // the node allocatable cgroup: cgroupRoot[/kubepods]
 	cpuPeriod uint64     // µs
@@ -157,6 +167,9 @@ func newManager(opts Options) (*ContainerManager, error) {
 	}
 	var err error
 	m.fs, err = openCgroupFS(opts.CgroupFS, opts.hugePagesDir)
+	if err == nil && opts.Systemd && m.names.systemd {
+		m.units = newSystemdUnits(opts.SystemdBus, m.fs.unified)
+	}
 	return m, err
 }
 
@@ -246,6 +259,9 @@ func (m *ContainerManager) Start(ctx context.Context, activePods func() []*v1.Po
 	m.mu.Lock()
 	m.activePods = activePods
 	m.mu.Unlock()
+	if m.units != nil {
+		context.AfterFunc(ctx, m.units.close)
+	}
 	if m.perQOS() {
 		if err := m.createNodeAllocatableCgroup(); err != nil {
 			return err
@@ -270,7 +286,7 @@ func (m *ContainerManager) nodeAllocatable() v1.ResourceList {
 
 // createNodeAllocatableCgroup creates kubepods; enforceNodeAllocatable limits it.
 func (m *ContainerManager) createNodeAllocatableCgroup() error {
-	if err := m.fs.create(m.names.path(m.root)); err != nil {
+	if err := m.makeCgroup(m.root); err != nil {
 		klog.ErrorS(err, "Failed to create cgroup", "cgroupName", m.root)
 		return err
 	}
@@ -291,17 +307,16 @@ func (m *ContainerManager) startQOSCgroups() error {
 		if m.fs.unified && !m.tieredReservation() && class == v1.PodQOSBurstable {
 			cfg.Unified = map[string]string{memoryLow: "0"}
 		}
-		p := m.names.path(name)
-		if err := m.fs.create(p); err != nil {
+		if err := m.makeCgroup(name); err != nil {
 			return fmt.Errorf("failed to create top level %v QOS cgroup : %v", class, err)
 		}
-		if err := m.fs.set(p, cfg); err != nil {
+		if err := m.setCgroup(name, cfg); err != nil {
 			return fmt.Errorf("failed to update top level %v QOS cgroup : %v", class, err)
 		}
 	}
 	if m.fs.unified && !m.tieredReservation() {
 		reset := &ResourceConfig{Unified: map[string]string{memoryMin: "0", memoryLow: "0"}}
-		if err := m.fs.set(m.names.path(m.root), reset); err != nil {
+		if err := m.setCgroup(m.root, reset); err != nil {
 			klog.ErrorS(err, "Failed to reset memory protection on root cgroup")
 		}
 	}
@@ -369,9 +384,9 @@ func (m *ContainerManager) UpdateQOSCgroups() error {
 		burstable.Unified = map[string]string{memoryLow: strconv.FormatInt(burstableMemory, 10)}
 	}
 	return errors.Join(
-		m.fs.set(m.names.path(m.root), root),
-		m.fs.set(m.names.path(m.qosCgroup(v1.PodQOSBurstable)), burstable),
-		m.fs.set(m.names.path(m.qosCgroup(v1.PodQOSBestEffort)), bestEffort),
+		m.setCgroup(m.root, root),
+		m.setCgroup(m.qosCgroup(v1.PodQOSBurstable), burstable),
+		m.setCgroup(m.qosCgroup(v1.PodQOSBestEffort), bestEffort),
 	)
 }
 
@@ -415,7 +430,7 @@ func (m *ContainerManager) enforceNodeAllocatable(ctx context.Context) error {
 }
 
 func (m *ContainerManager) setNodeAllocatable(cfg *ResourceConfig) bool {
-	if err := m.fs.set(m.names.path(m.root), cfg); err != nil {
+	if err := m.setCgroup(m.root, cfg); err != nil {
 		m.event(v1.EventTypeWarning, reasonFailedNodeAllocatable, fmt.Sprintf("Failed to update Node Allocatable Limits %q: %v", []string(m.root), err))
 		return false
 	}
@@ -447,11 +462,10 @@ func (m *ContainerManager) enforceReserved(cgroup string, list v1.ResourceList, 
 	if m.memoryQoS() && cfg.Memory != nil {
 		cfg.Unified = map[string]string{memoryMin: strconv.FormatInt(*cfg.Memory, 10)}
 	}
-	p := m.names.path(name)
-	if err := m.fs.validate(p, name); err != nil {
+	if err := m.fs.validate(m.names.path(name), name); err != nil {
 		return err
 	}
-	return m.fs.set(p, cfg)
+	return m.setCgroup(name, cfg)
 }
 
 func (m *ContainerManager) event(eventType, reason, message string) {
@@ -503,12 +517,11 @@ func (m *ContainerManager) EnsurePod(pod *v1.Pod) error {
 		klog.V(2).InfoS("Failed to update QoS cgroups while syncing pod", "pod", klog.KObj(pod), "err", err)
 	}
 	name := m.podCgroup(pod)
-	p := m.names.path(name)
-	if err := m.fs.create(p); err != nil {
+	if err := m.makeCgroup(name); err != nil {
 		return fmt.Errorf("failed to create container for %v : %v", []string(name), err)
 	}
-	if err := m.fs.set(p, m.PodResourceConfig(pod)); err != nil {
-		klog.ErrorS(err, "Failed to set the limits of a pod cgroup", "pod", klog.KObj(pod), "cgroup", p)
+	if err := m.setCgroup(name, m.PodResourceConfig(pod)); err != nil {
+		klog.ErrorS(err, "Failed to set the limits of a pod cgroup", "pod", klog.KObj(pod), "cgroup", m.names.path(name))
 	}
 	return nil
 }
@@ -526,7 +539,7 @@ func (m *ContainerManager) SetPodResources(pod *v1.Pod, cfg *ResourceConfig) err
 	if !m.perQOS() {
 		return nil
 	}
-	return m.fs.set(m.names.path(m.podCgroup(pod)), cfg)
+	return m.setCgroup(m.podCgroup(pod), cfg)
 }
 
 // ResizePod moves the pod's cgroup to the pod's (newly allocated) resources around
@@ -539,7 +552,8 @@ func (m *ContainerManager) ResizePod(pod *v1.Pod, updateContainers func(v1.Resou
 	if !m.perQOS() {
 		return errors.Join(updateContainers(v1.ResourceMemory), updateContainers(v1.ResourceCPU))
 	}
-	p := m.names.path(m.podCgroup(pod))
+	name := m.podCgroup(pod)
+	p := m.names.path(name)
 	want := m.PodResourceConfig(pod)
 	cur, err := m.fs.readCPUAndMemory(p)
 	if err != nil {
@@ -556,7 +570,7 @@ func (m *ContainerManager) ResizePod(pod *v1.Pod, updateContainers func(v1.Resou
 		}
 	}
 	memoryStep := resizeStep{cfg: &ResourceConfig{Memory: &memory, Unified: want.Unified}, order: compare(memory, *cur.Memory)}
-	if err := m.resize(p, v1.ResourceMemory, updateContainers, memoryStep, resizeStep{}); err != nil {
+	if err := m.resize(name, v1.ResourceMemory, updateContainers, memoryStep, resizeStep{}); err != nil {
 		return err
 	}
 	quota := *orDefault(want.CPUQuota, cur.CPUQuota)
@@ -565,7 +579,7 @@ func (m *ContainerManager) ResizePod(pod *v1.Pod, updateContainers func(v1.Resou
 		order: compare(unlimitedQuotaAsMax(quota), unlimitedQuotaAsMax(*cur.CPUQuota)),
 	}
 	requestStep := resizeStep{cfg: &ResourceConfig{CPUShares: want.CPUShares}, order: m.compareShares(*want.CPUShares, *cur.CPUShares)}
-	return m.resize(p, v1.ResourceCPU, updateContainers, limitStep, requestStep)
+	return m.resize(name, v1.ResourceCPU, updateContainers, limitStep, requestStep)
 }
 
 // resizeStep is one pod cgroup write of a resize and whether it grows (>0) or shrinks (<0).
@@ -576,10 +590,10 @@ type resizeStep struct {
 
 // resize grows limits before requests and shrinks requests before limits, keeping
 // requests within limits throughout, with the containers updated in between.
-func (m *ContainerManager) resize(p string, name v1.ResourceName, updateContainers func(v1.ResourceName) error, limit, request resizeStep) error {
+func (m *ContainerManager) resize(cgroup cgroupName, name v1.ResourceName, updateContainers func(v1.ResourceName) error, limit, request resizeStep) error {
 	for _, s := range []resizeStep{limit, request} {
 		if s.order > 0 {
-			if err := m.fs.set(p, s.cfg); err != nil {
+			if err := m.setCgroup(cgroup, s.cfg); err != nil {
 				return err
 			}
 		}
@@ -589,7 +603,7 @@ func (m *ContainerManager) resize(p string, name v1.ResourceName, updateContaine
 	}
 	for _, s := range []resizeStep{request, limit} {
 		if s.order < 0 {
-			if err := m.fs.set(p, s.cfg); err != nil {
+			if err := m.setCgroup(cgroup, s.cfg); err != nil {
 				return err
 			}
 		}
@@ -657,7 +671,7 @@ func (m *ContainerManager) Remove(uid types.UID) error {
 	}
 	var errs []error
 	for _, class := range qosClasses {
-		errs = append(errs, m.fs.destroy(m.names.path(m.qosCgroup(class).child(podCgroupPrefix+string(uid)))))
+		errs = append(errs, m.destroyCgroup(m.qosCgroup(class).child(podCgroupPrefix+string(uid))))
 	}
 	return errors.Join(errs...)
 }
