@@ -1,6 +1,7 @@
 package kubeclient
 
 import (
+	"crypto/x509"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,11 +39,18 @@ func lastNodeSerial(t *testing.T, f *fakeAPI) string {
 
 func currentSerial(t *testing.T, certDir string) string {
 	t.Helper()
-	certs, err := certutil.CertsFromFile(filepath.Join(certDir, "kubelet-client-current.pem"))
-	if err != nil {
-		t.Fatal(err)
+	// The store swaps the link while a renewal (every ~2 s with these 3 s certificates)
+	// lands: a read in that instant finds no file, the next one the new certificate.
+	var err error
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var certs []*x509.Certificate
+		if certs, err = certutil.CertsFromFile(filepath.Join(certDir, "kubelet-client-current.pem")); err == nil {
+			return certs[0].SerialNumber.String()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
-	return certs[0].SerialNumber.String()
 }
 
 // waitForCSRs waits until the fake server has received n CSRs.
