@@ -12,6 +12,7 @@ import (
 // yet: its root has upstream's mode, drwxrwsrwt (tmpfs's sticky 1777 plus fsGroup's setgid).
 func TestStandaloneMemoryEmptyDirFSGroupMode(t *testing.T) {
 	s := startStandalone(t)
+	s.unmountPodsOnCleanup(t) // the tmpfs outlives the killed nodelet
 	manifest := busyboxPod("memfs", "Always", `echo "ROOT=$(stat -c %A /vol) SUB=$(stat -c %A /sub)"; sleep 3600`)
 	manifest = strings.Replace(manifest, "spec:\n", "spec:\n  securityContext:\n    fsGroup: 2000\n  volumes:\n  - name: mem\n    emptyDir:\n      medium: Memory\n", 1)
 	manifest += "    volumeMounts:\n    - name: mem\n      mountPath: /vol\n    - name: mem\n      mountPath: /sub\n      subPath: not/there/yet\n"
