@@ -73,13 +73,12 @@ func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
 func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) (*kubelet.Kubelet, error) {
 	cfg := opts.Config
 	// The runtime's cgroup driver wins over the configured one (upstream, with RuntimeConfig).
-	driver, err := cri.ResolveCgroupDriver(ctx, rs, cfg.CgroupDriver)
+	driver, fromRuntime, err := cri.ResolveCgroupDriver(ctx, rs, cfg.CgroupDriver)
 	if err != nil {
 		return nil, err
 	}
 	cfg.CgroupDriver = driver
-	_, runtimeErr := cri.RuntimeCgroupDriver(ctx, rs)
-	if err := checkSystemdDriver(driver, runtimeErr == nil, systemdRunning()); err != nil {
+	if err := checkSystemdDriver(driver, fromRuntime, systemdRunning()); err != nil {
 		return nil, err
 	}
 	configured, err := nodestatus.ParseNodeIPs(opts.NodeIP)

@@ -68,25 +68,25 @@ func runtimeCgroupDriver(ctx context.Context, rs internalapi.RuntimeService, ret
 }
 
 // ResolveCgroupDriver returns the cgroup driver nodelet should use: the runtime's when
-// it reports one, else configured. It logs upstream's lines: the fallback when the
+// it reports one (fromRuntime), else configured. It logs upstream's lines: the fallback when the
 // runtime lacks RuntimeConfig, the driver taken from the runtime, and (nodelet's own)
 // that the configuration said otherwise. Other errors are returned: upstream's kubelet
 // refuses to start when a runtime that has RuntimeConfig keeps failing it.
-func ResolveCgroupDriver(ctx context.Context, rs internalapi.RuntimeService, configured string) (string, error) {
-	driver, err := RuntimeCgroupDriver(ctx, rs)
+func ResolveCgroupDriver(ctx context.Context, rs internalapi.RuntimeService, configured string) (driver string, fromRuntime bool, err error) {
+	driver, err = RuntimeCgroupDriver(ctx, rs)
 	switch {
 	case IsNotSupported(err):
 		klog.InfoS("CRI implementation should be updated to support RuntimeConfig. Falling back to using cgroupDriver from kubelet config.")
-		return configured, nil
+		return configured, false, nil
 	case errors.Is(err, ErrNoCgroupDriver):
-		return configured, nil
+		return configured, false, nil
 	case err != nil:
-		return "", err
+		return "", false, err
 	}
 	klog.InfoS("Using cgroup driver setting received from the CRI runtime", "cgroupDriver", driver)
 	if configured != "" && configured != driver {
 		klog.InfoS("The cgroupDriver in the kubelet configuration differs from the container runtime's; using the runtime's",
 			"configured", configured, "runtime", driver)
 	}
-	return driver, nil
+	return driver, true, nil
 }

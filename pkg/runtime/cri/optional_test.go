@@ -133,15 +133,15 @@ func TestRuntimeCgroupDriverStopsWithContext(t *testing.T) {
 func TestResolveCgroupDriver(t *testing.T) {
 	ctx := context.Background()
 	systemd := newFakeRuntime(&runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD})
-	if got, err := ResolveCgroupDriver(ctx, systemd, "cgroupfs"); err != nil || got != "systemd" {
+	if got, fromRuntime, err := ResolveCgroupDriver(ctx, systemd, "cgroupfs"); err != nil || got != "systemd" || !fromRuntime {
 		t.Errorf("runtime says systemd, config cgroupfs: got %q, %v; the runtime wins", got, err)
 	}
 	old := newFakeRuntime(nil, status.Error(codes.Unimplemented, "no"))
-	if got, err := ResolveCgroupDriver(ctx, old, "cgroupfs"); err != nil || got != "cgroupfs" {
+	if got, fromRuntime, err := ResolveCgroupDriver(ctx, old, "cgroupfs"); err != nil || got != "cgroupfs" || fromRuntime {
 		t.Errorf("runtime without RuntimeConfig: got %q, %v; want the configured driver", got, err)
 	}
 	silent := newFakeRuntime(nil)
-	if got, err := ResolveCgroupDriver(ctx, silent, "systemd"); err != nil || got != "systemd" {
+	if got, fromRuntime, err := ResolveCgroupDriver(ctx, silent, "systemd"); err != nil || got != "systemd" || fromRuntime {
 		t.Errorf("runtime without a Linux config: got %q, %v; want the configured driver", got, err)
 	}
 }
