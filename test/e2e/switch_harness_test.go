@@ -331,6 +331,5 @@ failCgroupV1: false
 staticPodPath: %s
 podLogsDir: %s
 healthzPort: %d
-readOnlyPort: 0
 %s`, endpoint, cgroupRoot, manifests, podLogs, healthzPort, extra)
 }

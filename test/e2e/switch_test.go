@@ -142,6 +142,12 @@ func TestKubeadmSwitch(t *testing.T) {
 // in manifests; it returns the node and its pod log directory.
 func newStandaloneSwitch(t *testing.T, node, manifests string) (*switchNode, string) {
 	t.Helper()
+	return newStandaloneSwitchServing(t, node, manifests, "enableServer: false\nreadOnlyPort: 0\n")
+}
+
+// newStandaloneSwitchServing is newStandaloneSwitch with the kubelet API settings given.
+func newStandaloneSwitchServing(t *testing.T, node, manifests, server string) (*switchNode, string) {
+	t.Helper()
 	dir := t.TempDir()
 	root, logs := filepath.Join(dir, "root"), filepath.Join(dir, "logs")
 	for _, d := range []string{root, logs} {
@@ -150,8 +156,7 @@ func newStandaloneSwitch(t *testing.T, node, manifests string) (*switchNode, str
 		}
 	}
 	endpoint := nodeletEndpoint(t)
-	config := switchConfig(endpoint, node, manifests, logs, freePort(t), `enableServer: false
-authentication:
+	config := switchConfig(endpoint, node, manifests, logs, freePort(t), server+`authentication:
   webhook: {enabled: false}
   anonymous: {enabled: true}
 authorization: {mode: AlwaysAllow}
@@ -208,6 +213,7 @@ func TestClusterSwitch(t *testing.T) {
 	// syncFrequency 10s: a configMap edit reaches a pod's volume at its next resync, under
 	// either kubelet; the default minute would make the test wait for it twice.
 	config := switchConfig(endpoint, c.name, c.manifests, logs, freePort(t), fmt.Sprintf(`port: %d
+readOnlyPort: 0
 syncFrequency: 10s
 authentication:
   x509:

@@ -36,7 +36,7 @@ type cgroupSample struct {
 	hasMem   bool
 }
 
-// pressure groups the PSI figures of one cgroup (v2 only).
+// pressure groups the PSI figures of one cgroup.
 type pressure struct {
 	cpu, memory, io *statsapi.PSIStats
 }
@@ -151,16 +151,19 @@ func (c cgroupFS) swap(dir string, usage uint64) (uint64, bool) {
 	return memsw - min(memsw, usage), true
 }
 
-// psi reads the cgroup's pressure files; nil figures on v1 or old kernels.
+// psi reads the cgroup's pressure files. Where there are none (cgroup v1, a
+// kernel without PSI) the figures are zeros, not absent: upstream reads these
+// cgroups through cAdvisor, whose PSI figures are values, and the kubelet
+// (KubeletPSI, GA) reports them either way.
 func (c cgroupFS) psi(name string) pressure {
 	if !c.v2 {
-		return pressure{}
+		return pressure{cpu: &statsapi.PSIStats{}, memory: &statsapi.PSIStats{}, io: &statsapi.PSIStats{}}
 	}
 	dir := c.path("", name)
 	return pressure{
-		cpu:    readPSI(filepath.Join(dir, "cpu.pressure")),
-		memory: readPSI(filepath.Join(dir, "memory.pressure")),
-		io:     readPSI(filepath.Join(dir, "io.pressure")),
+		cpu:    readPSIOrZero(filepath.Join(dir, "cpu.pressure")),
+		memory: readPSIOrZero(filepath.Join(dir, "memory.pressure")),
+		io:     readPSIOrZero(filepath.Join(dir, "io.pressure")),
 	}
 }
 

@@ -30,9 +30,7 @@ func (p *Provider) nodeCPUAndMemory(full bool) (*statsapi.NodeStats, error) {
 		SystemContainers: p.systemContainerStats(now, full),
 	}
 	if full {
-		if psi := readPSI(filepath.Join(p.opts.ProcRoot, "pressure", "io")); psi != nil {
-			node.IO = &statsapi.IOStats{Time: metaTime(now), PSI: psi}
-		}
+		node.IO = &statsapi.IOStats{Time: metaTime(now), PSI: readPSIOrZero(filepath.Join(p.opts.ProcRoot, "pressure", "io"))}
 	}
 	return node, nil
 }
@@ -52,7 +50,7 @@ func (p *Provider) nodeCPU(now time.Time) (*statsapi.CPUStats, error) {
 	cpu := &statsapi.CPUStats{
 		Time:                 metaTime(now),
 		UsageCoreNanoSeconds: ptrTo(usage),
-		PSI:                  readPSI(filepath.Join(p.opts.ProcRoot, "pressure", "cpu")),
+		PSI:                  readPSIOrZero(filepath.Join(p.opts.ProcRoot, "pressure", "cpu")),
 	}
 	if rate, ok := p.rates.update("node", now.UnixNano(), usage); ok {
 		cpu.UsageNanoCores = ptrTo(rate)
@@ -84,7 +82,7 @@ func (p *Provider) nodeMemory(now time.Time) (*statsapi.MemoryStats, *statsapi.S
 		RSSBytes:        ptrTo(m.rss),
 		PageFaults:      ptrTo(m.pageFaults),
 		MajorPageFaults: ptrTo(m.majorPageFaults),
-		PSI:             readPSI(filepath.Join(p.opts.ProcRoot, "pressure", "memory")),
+		PSI:             readPSIOrZero(filepath.Join(p.opts.ProcRoot, "pressure", "memory")),
 	}
 	swapUsed := mi.swapTotal - min(mi.swapTotal, mi.swapFree)
 	swap := &statsapi.SwapStats{
@@ -168,7 +166,7 @@ func (p *Provider) systemContainerStats(now time.Time, full bool) []statsapi.Con
 				cs.Swap = &statsapi.SwapStats{Time: metaTime(now), SwapUsageBytes: ptrTo(s.mem.swap)}
 			}
 		}
-		if full && psi.io != nil {
+		if full {
 			cs.IO = &statsapi.IOStats{Time: metaTime(now), PSI: psi.io}
 		}
 		out = append(out, cs)

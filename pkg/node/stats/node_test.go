@@ -127,6 +127,13 @@ func TestNodeStatsCgroupV1(t *testing.T) {
 	if pods.StartTime.IsZero() {
 		t.Error("pods start time: want the cgroup directory's")
 	}
+	// cgroup v1 has no pressure files: zeros, present, as upstream's cAdvisor path
+	// reports them.
+	zero := statsapi.PSIStats{}
+	if pods.CPU.PSI == nil || *pods.CPU.PSI != zero || pods.Memory.PSI == nil || *pods.Memory.PSI != zero ||
+		pods.IO == nil || pods.IO.PSI == nil || *pods.IO.PSI != zero {
+		t.Errorf("pods psi: cpu %+v memory %+v io %+v, want zeros", pods.CPU.PSI, pods.Memory.PSI, pods.IO)
+	}
 	if len(n.SystemContainers) != 2 {
 		t.Errorf("system containers %d, want kubelet and pods only (runtime, misc unset)", len(n.SystemContainers))
 	}

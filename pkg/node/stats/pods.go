@@ -267,9 +267,7 @@ func (b *podStatsBuilder) addPodCgroupStats(ps *statsapi.PodStats, sandboxID str
 	if !b.full {
 		return true
 	}
-	if psi.io != nil {
-		ps.IO = &statsapi.IOStats{Time: metaTime(b.now), PSI: psi.io}
-	}
+	ps.IO = &statsapi.IOStats{Time: metaTime(b.now), PSI: psi.io}
 	ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: ptrTo(pc.processCount(name, containerIDs))}
 	if pid, ok := pc.sandboxPID(name, sandboxID); ok {
 		ps.Network = b.p.netnsStats(pid, b.now)

@@ -270,6 +270,14 @@ func parseUintPtr(b []byte) *uint64 {
 	return &v
 }
 
+// readPSIOrZero is readPSI with zeros where the file is missing.
+func readPSIOrZero(path string) *statsapi.PSIStats {
+	if psi := readPSI(path); psi != nil {
+		return psi
+	}
+	return &statsapi.PSIStats{}
+}
+
 // readPSI parses a pressure file (/proc/pressure/cpu, cpu.pressure):
 //
 //	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
