@@ -355,6 +355,7 @@ spec:
 	}
 
 	c.writeManifest(t, "static.yaml", manifest("2"))
+	var second *v1.Pod
 	eventually(t, 30*time.Second, "mirror pod replaced for the new manifest", func() error {
 		p, err := c.getPod(mirrorName)
 		if err != nil {
@@ -363,12 +364,40 @@ spec:
 		if p.Labels["version"] != "2" || p.Status.Phase != v1.PodRunning {
 			return fmt.Errorf("mirror version %q phase %q", p.Labels["version"], p.Status.Phase)
 		}
+		second = p
 		return nil
 	})
+	if second.Annotations["kubernetes.io/config.mirror"] == first.Annotations["kubernetes.io/config.mirror"] {
+		t.Errorf("the edited manifest's mirror pod still names the first static pod %q", first.Annotations["kubernetes.io/config.mirror"])
+	}
 	if err := os.Remove(filepath.Join(c.manifests, "static.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "mirror pod gone with its manifest", func() error { return c.podGone(mirrorName) })
+
+	// The same manifest written again is the same static pod (its UID is a hash of the
+	// content): upstream's kubelet restarts it under that UID and creates its mirror pod
+	// again. The old container (or its log file) is still there, so the restart count
+	// carries on from it, as upstream counts restarts.
+	c.writeManifest(t, "static.yaml", manifest("2"))
+	var back *v1.Pod
+	eventually(t, 30*time.Second, "mirror pod back for the rewritten manifest", func() error {
+		p, err := c.getPod(mirrorName)
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return fmt.Errorf("mirror phase %q", p.Status.Phase)
+		}
+		back = p
+		return nil
+	})
+	if got, want := back.Annotations["kubernetes.io/config.mirror"], second.Annotations["kubernetes.io/config.mirror"]; got != want {
+		t.Errorf("the rewritten manifest's mirror pod names static pod %q, want %q (the same content, the same pod)", got, want)
+	}
+	if n := back.Status.ContainerStatuses[0].RestartCount; n != 1 {
+		t.Errorf("restart count after the manifest came back: %d, want 1 (one more than the old container's)", n)
+	}
 }
 
 // containerIDs lists the IDs of a pod's running containers.
