@@ -49,6 +49,18 @@ export "$cp_line"
 kubectl() { hack/controlplane.sh kubectl "$@"; }
 kubeconfig=$state/kubelet.kubeconfig
 hack/controlplane.sh node-kubeconfig "$node" "$kubeconfig"
+# What kubeadm sets up for a node: the kubelet API trusts client certificates of the
+# cluster CA (the API server's, for logs, exec, port-forward; metrics-server's) and asks
+# the API server about everyone else (webhook authentication and authorization are the
+# defaults). A drop-in, so the example config stays the standalone one.
+cp_dir=${NODELET_CP_DIR:-/var/lib/nodelet-cp}
+dropins=$state/kubelet-config.d
+mkdir -p "$dropins"
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  x509:\n    clientCAFile: %s\n' \
+	"$cp_dir/pki/ca.crt" >"$dropins/20-cluster.conf"
+[[ " ${args[*]} " == *" --config-dir="* ]] || args+=(--config-dir="$dropins")
+# metrics-server, for kubectl top.
+hack/metrics-server.sh up >/dev/null
 # The static counter pod lives in namespace demo: its mirror pod needs the namespace.
 kubectl create namespace demo --dry-run=client -o yaml | kubectl apply -f - >&2
 log=$state/nodelet-demo.log
@@ -63,16 +75,12 @@ kubectl wait --for=condition=Ready "node/$node" --timeout=60s >&2
 sed "s/NODE_NAME/$node/" examples/cluster/web.yaml | kubectl apply -f - >&2
 kubectl rollout status deployment/hello --timeout=120s >&2
 kubectl get nodes,pods -o wide -A
-cat >&2 <<EOT
-
-nodelet is node $node of the cluster at \$KUBECONFIG=${KUBECONFIG}. Try:
-  hack/controlplane.sh kubectl get nodes,pods -o wide -A      # the Deployment and the static pods' mirror pods
-  hack/controlplane.sh kubectl get events -A --sort-by=.lastTimestamp
-  hack/controlplane.sh kubectl set env deployment/hello VERSION=2   # a rolling update
-  hack/controlplane.sh kubectl delete pod -l app=hello               # graceful deletion, replaced
-  curl http://\$(hack/controlplane.sh kubectl get pod -l app=hello -o jsonpath='{.items[0].status.podIP}'):8080/
-Stop with Ctrl-C (pods keep running). Remove everything with:
-  make runtime-down controlplane-down
-
-EOT
+{
+	echo
+	echo "nodelet is node $node of the cluster at \$KUBECONFIG=${KUBECONFIG}. Try:"
+	grep -v '^#' examples/cluster/try.sh | sed 's/^/  /'
+	echo "Stop with Ctrl-C (pods keep running). Remove everything with:"
+	echo "  make runtime-down controlplane-down"
+	echo
+} >&2
 wait $pid
