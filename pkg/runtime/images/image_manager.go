@@ -45,6 +45,9 @@ type imageManager struct {
 	pulls ImagePullManager
 	// secrets resolves a pod's imagePullSecrets when the caller passes none; nil: never.
 	secrets SecretGetter
+	// plugins are the credential provider plugins (nil: none): for a present image, the
+	// service account a plugin would pull it with is one of the pod's credentials.
+	plugins CredentialPlugins
 	// prevPullErr keeps, per back-off key, the last pull failure, so that the back-off
 	// message says why the image is being backed off.
 	prevPullErr sync.Map
@@ -63,11 +66,13 @@ func NewImageManager(recorder record.EventRecorder, images container.ImageServic
 		puller:   newPuller(images, opts),
 		pulls:    opts.PullManager,
 		secrets:  opts.PullSecrets,
+		plugins:  opts.CredentialPlugins,
 	}
 }
 
 // EnsureImageExists implements ImageManager.
 func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectReference, pod *v1.Pod, image string, pullSecrets []v1.Secret, sandboxConfig *runtimeapi.PodSandboxConfig, runtimeHandler string, pullPolicy v1.PullPolicy) (string, string, error) {
+	ctx = withPullingPod(ctx, pod)
 	logPrefix := fmt.Sprintf("%s/%s/%s", pod.Namespace, pod.Name, image)
 	spec, err := ImageSpecFor(pod, image, runtimeHandler)
 	if err != nil {
@@ -89,7 +94,7 @@ func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectR
 			m.event(ctx, objRef, v1.EventTypeNormal, EventPulledImage, logPrefix, msg)
 			return imageRef, msg, nil
 		}
-		mustPull, err := m.pulls.MustAttemptImagePull(ctx, image, imageRef, podCredentialsFunc(spec.Image, podSecrets))
+		mustPull, err := m.pulls.MustAttemptImagePull(ctx, image, imageRef, m.podCredentialsFunc(ctx, spec.Image, podSecrets))
 		if err != nil {
 			return "", err.Error(), err
 		}
@@ -116,39 +121,45 @@ func (m *imageManager) EnsureImageExists(ctx context.Context, objRef *v1.ObjectR
 	return imageRef, msg, err
 }
 
-// podCredentialsFunc returns, once asked, the pull secret credentials that match the
-// image, as the pulled records identify them (coordinates and credential hash). A pull
+// podCredentialsFunc returns, once asked, the pod's credentials that match the image, as
+// the pulled records identify them: its pull secrets (coordinates and credential hash)
+// and the service account a credential provider plugin used the pod's token of. A pull
 // secret that does not parse is an error.
-func podCredentialsFunc(image string, pullSecrets func() []v1.Secret) GetPodCredentials {
+func (m *imageManager) podCredentialsFunc(ctx context.Context, image string, pullSecrets func() []v1.Secret) GetPodCredentials {
 	var once sync.Once
 	var secrets []kc.ImagePullSecret
+	var sa *kc.ImagePullServiceAccount
 	var err error
 	return func() ([]kc.ImagePullSecret, *kc.ImagePullServiceAccount, error) {
-		once.Do(func() { secrets, err = podSecretCredentials(image, pullSecrets()) })
-		// nodelet runs no credential provider plugins: there is no service account.
-		return secrets, nil, err
+		once.Do(func() { secrets, sa, err = podCredentials(ctx, image, pullSecrets(), m.plugins) })
+		return secrets, sa, err
 	}
 }
 
-func podSecretCredentials(image string, pullSecrets []v1.Secret) ([]kc.ImagePullSecret, error) {
+func podCredentials(ctx context.Context, image string, pullSecrets []v1.Secret, plugins CredentialPlugins) ([]kc.ImagePullSecret, *kc.ImagePullServiceAccount, error) {
 	repo, _, _, err := parseImageName(image)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	keyring, err := KeyringFromSecrets(pullSecrets, nil)
+	keyring, err := KeyringFromSecrets(pullSecrets, nodeCredentials(ctx, nil, plugins))
 	if err != nil || keyring == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	creds, _ := keyring.Lookup(repo)
 	var secrets []kc.ImagePullSecret
+	var sa *kc.ImagePullServiceAccount
 	for _, c := range creds {
-		if c.Source == nil || c.Source.Secret == nil {
-			continue
+		switch {
+		case c.Source == nil:
+		case c.Source.Secret != nil:
+			s := c.Source.Secret
+			secrets = append(secrets, kc.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name, CredentialHash: c.AuthConfigHash})
+		case c.Source.ServiceAccount != nil && sa == nil:
+			a := c.Source.ServiceAccount
+			sa = &kc.ImagePullServiceAccount{UID: a.UID, Namespace: a.Namespace, Name: a.Name}
 		}
-		s := c.Source.Secret
-		secrets = append(secrets, kc.ImagePullSecret{UID: s.UID, Namespace: s.Namespace, Name: s.Name, CredentialHash: c.AuthConfigHash})
 	}
-	return secrets, nil
+	return secrets, sa, nil
 }
 
 // ImageSpecFor is the spec under which a container's image is checked and pulled: the

@@ -6,15 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net"
-	"net/url"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/runtime/credentialprovider"
 )
 
 // AuthConfig is one set of registry credentials, as the CRI takes them.
@@ -164,7 +163,7 @@ func (k *BasicKeyring) AddFrom(src *CredentialSource, cfg DockerConfig) {
 		k.creds = map[string][]TrackedAuthConfig{}
 	}
 	for loc, entry := range cfg {
-		key, err := registryKey(loc)
+		key, err := credentialprovider.RegistryKey(loc)
 		if err != nil {
 			klog.ErrorS(err, "Ignoring invalid registry in docker config", "registry", loc)
 			continue
@@ -178,98 +177,25 @@ func (k *BasicKeyring) AddFrom(src *CredentialSource, cfg DockerConfig) {
 	sort.Sort(sort.Reverse(sort.StringSlice(k.index)))
 }
 
-// registryKey turns a config location into host[:port][/path]: the scheme is dropped and
-// docker's /v1/ and /v2/ API prefixes count as the bare host.
-func registryKey(loc string) (string, error) {
-	value := loc
-	if !strings.HasPrefix(value, "https://") && !strings.HasPrefix(value, "http://") {
-		value = "https://" + value
-	}
-	u, err := url.Parse(value)
-	if err != nil {
-		return "", err
-	}
-	path := u.Path
-	if strings.HasPrefix(path, "/v2/") || strings.HasPrefix(path, "/v1/") {
-		path = path[3:]
-	}
-	if path == "" || path == "/" {
-		return u.Host, nil
-	}
-	return u.Host + path, nil
-}
-
 // Lookup returns the credentials of every key that matches repo. When none does and repo
 // is on Docker Hub, the credentials stored for index.docker.io (what `docker login`
 // writes as https://index.docker.io/v1/) are used.
 func (k *BasicKeyring) Lookup(repo string) ([]TrackedAuthConfig, bool) {
 	var out []TrackedAuthConfig
 	for _, key := range k.index {
-		if ok, _ := URLsMatch(key, repo); ok {
+		if ok, _ := credentialprovider.URLsMatch(key, repo); ok {
 			out = append(out, k.creds[key]...)
 		}
 	}
 	if len(out) > 0 {
 		return out, true
 	}
-	if isDockerHub(repo) {
+	if credentialprovider.IsDockerHub(repo) {
 		if creds, ok := k.creds[legacyDomain]; ok {
 			return creds, true
 		}
 	}
 	return nil, false
-}
-
-// isDockerHub tells whether repo would be pulled from Docker Hub: no registry host, or
-// docker.io / index.docker.io.
-func isDockerHub(repo string) bool {
-	first, _, found := strings.Cut(repo, "/")
-	switch {
-	case first == "":
-		return false
-	case !found, first == defaultDomain, first == legacyDomain:
-		return true
-	}
-	return !strings.ContainsAny(first, ".:")
-}
-
-// URLsMatch reports whether target (a schemeless host[:port][/path]) falls under glob:
-// same port, same number of host labels each matching glob's (which may hold * and
-// other filepath.Match patterns, e.g. "*.example.com"), and glob's path a prefix of
-// target's.
-func URLsMatch(glob, target string) (bool, error) {
-	globURL, err := url.Parse("https://" + glob)
-	if err != nil {
-		return false, err
-	}
-	targetURL, err := url.Parse("https://" + target)
-	if err != nil {
-		return false, err
-	}
-	globLabels, globPort := splitHost(globURL.Host)
-	targetLabels, targetPort := splitHost(targetURL.Host)
-	if globPort != targetPort || len(globLabels) != len(targetLabels) {
-		return false, nil
-	}
-	if !strings.HasPrefix(targetURL.Path, globURL.Path) {
-		return false, nil
-	}
-	for i, pattern := range globLabels {
-		ok, err := filepath.Match(pattern, targetLabels[i])
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// splitHost splits a host into its dot-separated labels and its port ("" if none).
-func splitHost(hostport string) (labels []string, port string) {
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host, port = hostport, ""
-	}
-	return strings.Split(host, "."), port
 }
 
 // UnionKeyring asks each keyring in turn and returns all their credentials in order.

@@ -16,42 +16,6 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 )
 
-func TestURLsMatch(t *testing.T) {
-	tests := []struct {
-		glob, target string
-		want         bool
-	}{
-		{"*.kubernetes.io", "prefix.kubernetes.io", true},
-		{"prefix.*.io", "prefix.kubernetes.io", true},
-		{"prefix.kubernetes.*", "prefix.kubernetes.io", true},
-		{"*-good.kubernetes.io", "prefix-good.kubernetes.io", true},
-		{"*.*.kubernetes.io", "a.b.kubernetes.io", true},
-		{"*.kubernetes.io", "kubernetes.io", false},
-		{"*.*.kubernetes.io", "prefix.kubernetes.io", false},
-		{"*-good.kubernetes.io", "prefix-bad.kubernetes.io", false},
-		{"kubernetes.io", "kubernetes.io/anything/image", true},
-		{"kubernetes.io/path", "kubernetes.io/path/image", true},
-		{"kubernetes.io/path", "kubernetes.io/other/image", false},
-		{"kubernetes.io:8080", "kubernetes.io:8080/image", true},
-		{"kubernetes.io:8080", "kubernetes.io/image", false},
-		{"kubernetes.io", "kubernetes.io:8080/image", false},
-		{"kubernetes.io:8080", "kubernetes.io:8081/image", false},
-		{"127.0.0.1:5000", "127.0.0.1:5000/foo", true},
-		{"127.0.0.*:5000", "127.0.0.9:5000/foo", true},
-		{"docker.io", "docker.io/library/busybox", true},
-		{"index.docker.io", "docker.io/library/busybox", false},
-	}
-	for _, tc := range tests {
-		got, err := URLsMatch(tc.glob, tc.target)
-		if err != nil || got != tc.want {
-			t.Errorf("URLsMatch(%q, %q) = %v, %v; want %v", tc.glob, tc.target, got, err, tc.want)
-		}
-	}
-	if _, err := URLsMatch("[.io", "a.io/x"); err == nil {
-		t.Error("URLsMatch accepted a malformed glob")
-	}
-}
-
 // users lists the usernames of creds, to compare lookups compactly.
 func users(creds []TrackedAuthConfig) []string {
 	var out []string

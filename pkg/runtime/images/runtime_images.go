@@ -18,6 +18,7 @@ import (
 type RuntimeImages struct {
 	svc         internalapi.ImageManagerService
 	nodeKeyring Keyring
+	plugins     CredentialPlugins
 }
 
 var _ container.ImageService = (*RuntimeImages)(nil)
@@ -28,9 +29,9 @@ func NewRuntimeImages(svc internalapi.ImageManagerService) *RuntimeImages {
 }
 
 // NewRuntimeImagesWithKeyring also tries the node's own credentials (e.g. NewNodeKeyring)
-// after the pull secrets' ones.
-func NewRuntimeImagesWithKeyring(svc internalapi.ImageManagerService, nodeKeyring Keyring) *RuntimeImages {
-	return &RuntimeImages{svc: svc, nodeKeyring: nodeKeyring}
+// after the pull secrets' ones, then those of the credential provider plugins (nil: none).
+func NewRuntimeImagesWithKeyring(svc internalapi.ImageManagerService, nodeKeyring Keyring, plugins CredentialPlugins) *RuntimeImages {
+	return &RuntimeImages{svc: svc, nodeKeyring: nodeKeyring, plugins: plugins}
 }
 
 // PullImage pulls the image and returns its reference. When credentials match the
@@ -48,7 +49,7 @@ func (r *RuntimeImages) PullImage(ctx context.Context, image container.ImageSpec
 	if err != nil {
 		return "", err
 	}
-	keyring, err := KeyringFromSecrets(pullSecrets, r.nodeKeyring)
+	keyring, err := KeyringFromSecrets(pullSecrets, nodeCredentials(ctx, r.nodeKeyring, r.plugins))
 	if err != nil {
 		return "", err
 	}

@@ -96,7 +96,7 @@ func TestPullImageAnonymousWithoutMatchingCredentials(t *testing.T) {
 	svc := &authCheckingService{FakeImageService: critest.NewFakeImageService(), accept: func(*runtimeapi.AuthConfig) bool { return true }}
 	node := &BasicKeyring{}
 	node.Add(DockerConfig{"other.io": entry("node")})
-	r := NewRuntimeImagesWithKeyring(svc, node)
+	r := NewRuntimeImagesWithKeyring(svc, node, nil)
 	secrets := []v1.Secret{pullSecret(`{"auths":{"quay.io":{"username":"q","password":"x"}}}`)}
 	sandbox := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p"}}
 	spec := container.ImageSpec{Image: "busybox:1.36", RuntimeHandler: "runc", Annotations: map[string]string{"a": "b"}}
@@ -113,7 +113,7 @@ func TestPullImageUsesNodeKeyringAfterSecrets(t *testing.T) {
 	svc := &authCheckingService{FakeImageService: critest.NewFakeImageService(), accept: func(a *runtimeapi.AuthConfig) bool { return a.GetUsername() == "node" }}
 	node := &BasicKeyring{}
 	node.Add(DockerConfig{"https://index.docker.io/v1/": entry("node")})
-	r := NewRuntimeImagesWithKeyring(svc, node)
+	r := NewRuntimeImagesWithKeyring(svc, node, nil)
 	secrets := []v1.Secret{pullSecret(`{"auths":{"docker.io":{"username":"pod","password":"x"}}}`)}
 	if _, err := r.PullImage(context.Background(), container.ImageSpec{Image: "busybox"}, secrets, nil); err != nil {
 		t.Fatal(err)

@@ -77,4 +77,11 @@ type Options struct {
 	// PullSecrets, when set, reads a pod's spec.imagePullSecrets from the API server for
 	// EnsureImageExists calls that pass no pull secrets.
 	PullSecrets SecretGetter
+	// NodeKeyring holds the node's own registry credentials (NewNodeKeyring: docker
+	// config files in the root directory, the working directory, $HOME, /), tried after a
+	// pod's pull secrets; nil: none.
+	NodeKeyring Keyring
+	// CredentialPlugins are the image credential provider plugins, asked after the node's
+	// keyring; nil: none.
+	CredentialPlugins CredentialPlugins
 }

@@ -200,7 +200,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		}
 	}
 
-	runtimeImages := images.NewRuntimeImages(opts.ImageService)
+	runtimeImages := images.NewRuntimeImagesWithKeyring(opts.ImageService, opts.ImageOptions.NodeKeyring, opts.ImageOptions.CredentialPlugins)
 	m.ImageService, m.runtimeImages = runtimeImages, runtimeImages
 	m.imagePuller = images.NewImageManager(opts.Recorder, runtimeImages, opts.ImageOptions)
 	m.hooks = newHookRunner(m, m, opts.Recorder)
