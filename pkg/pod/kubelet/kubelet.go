@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -160,6 +161,9 @@ type Deps struct {
 	Allocations *allocation.Store
 	// Resize tracks in-place resizes in the runtime; nil reports none in progress.
 	Resize ResizeRuntime
+	// Tracer starts the pod sync spans (syncPod, syncTerminatingPod, syncTerminatedPod);
+	// nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // Kubelet is the loop: it turns pod updates, runtime events and timers into pod-worker work.
@@ -218,7 +222,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		TriggerSync:    func(pod *v1.Pod) { k.dispatch(pod, podworkers.SyncPodSync) },
 		PodLevelResize: cfg.PodLevelResourcesResize, Now: deps.Clock.Now,
 	})
-	k.workers = podworkers.New(k, deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
+	k.workers = podworkers.New(newTracedSyncer(k, deps.Tracer), deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = newHousekeeper(k)
 	k.deadlines = &activeDeadlines{status: deps.Status, recorder: deps.Recorder, clock: deps.Clock}
 	return k

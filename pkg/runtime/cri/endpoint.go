@@ -60,19 +60,20 @@ func ImageEndpointOrDefault(imageEndpoint, runtimeEndpoint string) string {
 
 // newConn creates a lazily connecting gRPC client for the socket. The target
 // is a fixed placeholder and the dialer ignores it: the dialer always opens
-// socketPath, so no path character can confuse gRPC's target parsing.
-func newConn(socketPath string) (*grpc.ClientConn, error) {
+// socketPath, so no path character can confuse gRPC's target parsing. extra adds to
+// the dial options (tracing).
+func newConn(socketPath string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	dial := func(ctx context.Context, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socketPath)
 	}
 	params := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: minConnectionTimeout}
 	params.Backoff.BaseDelay = baseBackoffDelay
 	params.Backoff.MaxDelay = maxBackoffDelay
-	return grpc.NewClient("passthrough:///localhost",
+	return grpc.NewClient("passthrough:///localhost", append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
 		grpc.WithContextDialer(dial),
 		grpc.WithConnectParams(params),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
-	)
+	}, extra...)...)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -16,6 +17,8 @@ type options struct {
 	logger  klog.Logger
 	clock   clock.PassiveClock
 	metrics *Metrics
+	// tracerProvider, when set, makes every call a span (see WithTracerProvider).
+	tracerProvider trace.TracerProvider
 }
 
 // WithLogger sets the logger for errors and V(10) request tracing. The

@@ -74,7 +74,7 @@ func dialService(o options, kind, endpoint string, connectionTimeout, requestTim
 		return nil, 0, err
 	}
 	o.logger.V(3).Info("Connecting to "+kind+" service", "endpoint", endpoint)
-	conn, err := newConn(socket)
+	conn, err := newConn(socket, tracingDialOptions(o.tracerProvider)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s endpoint %q: %w", kind, endpoint, err)
 	}
