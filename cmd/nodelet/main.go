@@ -67,6 +67,9 @@ func runNodelet(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := app.ApplyLogging(opts); err != nil {
+		return err
+	}
 	for _, w := range cl.Warnings() {
 		klog.Warning(w)
 	}

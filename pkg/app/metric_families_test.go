@@ -22,7 +22,6 @@ const (
 	noTopologyManager = "nodelet has no topology manager (topologyManagerPolicy none only)"
 	noResourceAlign   = "nodelet aligns no compute resources (no CPU, memory or topology manager)"
 	noDRA             = "nodelet has no dynamic resource allocation (DRA) manager or drivers"
-	noNodeShutdown    = "nodelet has no graceful node shutdown (shutdownGracePeriod is not honoured)"
 	noImageVolumes    = "nodelet does not mount image volumes"
 	noPodCertificates = "nodelet does not project pod certificates (podCertificate volume sources)"
 	noVolumeManager   = "nodelet sets volumes up in the pod's sync, without upstream's volume manager, " +
@@ -66,7 +65,6 @@ var familyExceptions = exceptions(
 	except(noResourceAlign, "kubelet_container_aligned_compute_resources_count", "kubelet_container_aligned_compute_resources_failure_count"),
 	except(noDRA, "dra_operations_duration_seconds", "dra_grpc_operations_duration_seconds", "dra_node_prepare_skips_total",
 		"dra_node_unprepare_skips_total", "dra_resource_claims_in_use"),
-	except(noNodeShutdown, "kubelet_graceful_shutdown_start_time_seconds", "kubelet_graceful_shutdown_end_time_seconds"),
 	except(noImageVolumes, "kubelet_image_volume_requested_total", "kubelet_image_volume_mounted_succeed_total",
 		"kubelet_image_volume_mounted_errors_total"),
 	except(noPodCertificates, "kubelet_podcertificate_states"),

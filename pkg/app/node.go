@@ -19,6 +19,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/node/cm"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
+	"github.com/nodelet/nodelet/pkg/node/nodeshutdown"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/oomwatcher"
 	"github.com/nodelet/nodelet/pkg/node/stats"
@@ -93,11 +94,12 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, cl *cluster) (*nodestatus.Controller, error) {
+func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, shutdown *nodeshutdown.Manager, cl *cluster) (*nodestatus.Controller, error) {
 	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
 		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
-		ReadyChecks: []func() error{plegHealth(podLEG)}, Pressure: pressure,
+		// Not ready while the node shuts down ("node is shutting down"), as upstream.
+		ReadyChecks: []func() error{plegHealth(podLEG), shutdown.ShutdownStatus}, Pressure: pressure,
 	}
 	if cl != nil {
 		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat
@@ -119,12 +121,20 @@ func plegHealth(p pleg.PodLifecycleEventGenerator) func() error {
 // errNotReady answers the eviction manager before the loop and stats exist.
 var errNotReady = errors.New("the pod loop is not started yet")
 
-// lateBound holds what the eviction manager needs but is built after it: the node status
-// and admission need the manager first, and the loop needs both.
+// lateBound holds what the eviction and node shutdown managers need but is built after
+// them: the node status and admission need the managers first, and the loop needs both.
 type lateBound struct {
 	loop    *kubelet.Kubelet
 	summary *stats.Provider
 	images  *imagegc.Manager
+	node    *nodestatus.Controller
+}
+
+// syncNodeStatus updates the node's status now, once its controller exists.
+func (l *lateBound) syncNodeStatus() {
+	if l.node != nil {
+		l.node.SyncNow()
+	}
 }
 
 func (l *lateBound) summaryOf(ctx context.Context) (*statsapi.Summary, error) {

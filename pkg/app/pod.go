@@ -44,6 +44,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/imagegc"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"
+	"github.com/nodelet/nodelet/pkg/tracing"
 )
 
 const (
@@ -70,7 +71,7 @@ func (p *podStateProxy) CouldHaveRunningContainers(uid types.UID) bool {
 
 // startPodLoop builds the pod sources, the runtime manager, the node status controller
 // and the loop, and runs them until ctx ends; it returns the loop. cl is nil standalone.
-func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster) (*kubelet.Kubelet, error) {
+func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs internalapi.RuntimeService, is internalapi.ImageManagerService, state *kubelet.RuntimeState, registries *metrics.Registries, cl *cluster, tp *tracing.Provider) (*kubelet.Kubelet, error) {
 	cfg := opts.Config
 	// The runtime's cgroup driver wins over the configured one (upstream, with RuntimeConfig).
 	driver, fromRuntime, err := cri.ResolveCgroupDriver(ctx, rs, cfg.CgroupDriver)
@@ -132,6 +133,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if cl != nil {
 		ro.ImageOptions.PullSecrets = cl.objects
 	}
+	plugins, err := credentialPlugins(ctx, opts, cl, registries.Kubelet)
+	if err != nil {
+		return nil, err
+	}
+	if plugins != nil {
+		ro.ImageOptions.CredentialPlugins = plugins
+	}
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return nil, err
@@ -148,13 +156,18 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return nil, err
 	}
-	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, cl)
+	shutdown, err := newShutdownManager(opts, nodeName, recorder, late)
 	if err != nil {
 		return nil, err
 	}
+	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, shutdown, cl)
+	if err != nil {
+		return nil, err
+	}
+	late.node = node
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
-		PressureConditions: evictions.PressureConditions})
+		PressureConditions: evictions.PressureConditions, ShuttingDown: func() bool { return shutdown.ShutdownStatus() != nil }})
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +185,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
 		Allocations: allocations, Resize: runtime, SupportsRecursiveReadOnlyMounts: rro,
+		Tracer: tp.KubeletTracer(),
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
@@ -197,6 +211,10 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	late.loop, late.summary, late.images = k, summary, images
 	evictions.Start(ctx)
+	if err := shutdown.Start(); err != nil {
+		// As upstream: the node runs on without graceful shutdown.
+		klog.ErrorS(err, "Failed to start node shutdown manager")
+	}
 	startOOMWatcher(ctx, recorder, nodeName)
 	if err := server.ServeLocal(ctx, cli.SocketPath(opts.RootDirectory), server.PodHandlers(k)); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/lockfile"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/node/nodeshutdown"
 	"github.com/nodelet/nodelet/pkg/node/sdnotify"
 	"github.com/nodelet/nodelet/pkg/outage"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
@@ -64,7 +65,12 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if err != nil {
 		return err
 	}
-	runtime, images, err := connectRuntime(ctx, opts, registries.Kubelet)
+	tp, stopTracing, err := startTracing(ctx, opts, name)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	runtime, images, err := connectRuntime(ctx, opts, registries.Kubelet, tp)
 	if err != nil {
 		return err
 	}
@@ -88,7 +94,7 @@ func Run(ctx context.Context, opts *config.Options) error {
 	if cl != nil {
 		defer cl.clients.Stop()
 	}
-	loop, err := startPodLoop(ctx, opts, name, runtime, images, state, registries, cl)
+	loop, err := startPodLoop(ctx, opts, name, runtime, images, state, registries, cl, tp)
 	if err != nil {
 		return err
 	}
@@ -109,8 +115,8 @@ func Run(ctx context.Context, opts *config.Options) error {
 // newRegistries builds the /metrics, /metrics/probes and /metrics/slis registries with
 // every family nodelet registers at start whatever its configuration, as upstream
 // registers its own when it starts: pkg/metrics' kubelet_* metrics and collectors, the
-// runtime client's, the evented PLEG's, the image garbage collector's and the kubelet
-// API's kubelet_http_*. The client and serving certificate metrics come later, with the
+// runtime client's, the evented PLEG's, the image garbage collector's, the graceful
+// shutdown's and the kubelet API's kubelet_http_*. The client and serving certificate metrics come later, with the
 // certificate managers that feed them (rotateCertificates, serverTLSBootstrap), as
 // upstream's do.
 func newRegistries(nodeName string) (*metrics.Registries, error) {
@@ -122,7 +128,7 @@ func newRegistries(nodeName string) (*metrics.Registries, error) {
 	if _, err := cri.NewMetrics(r.Kubelet); err != nil {
 		return nil, err
 	}
-	for _, c := range append(pleg.EventedMetrics(), imagegc.ImageGarbageCollectedTotal) {
+	for _, c := range append(append(pleg.EventedMetrics(), imagegc.ImageGarbageCollectedTotal), nodeshutdown.Collectors()...) {
 		if err := r.Kubelet.Register(c); err != nil {
 			return nil, err
 		}

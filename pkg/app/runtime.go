@@ -31,11 +31,12 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
 	"github.com/nodelet/nodelet/pkg/runtime/logs"
 	"github.com/nodelet/nodelet/pkg/runtime/userns"
+	"github.com/nodelet/nodelet/pkg/tracing"
 )
 
 // connectRuntime dials the runtime and image services, checks that the runtime speaks
 // CRI v1 and logs what it is.
-func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
+func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Registerer, tp *tracing.Provider) (internalapi.RuntimeService, internalapi.ImageManagerService, error) {
 	cfg := opts.Config
 	timeout := cfg.RuntimeRequestTimeout.Duration
 	criMetrics, err := cri.NewMetrics(reg)
@@ -45,12 +46,13 @@ func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Re
 	// The clients' error lines go through the outage gate: one line per outage, not one
 	// per failed call.
 	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
-	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
+	clientOpts := append([]cri.Option{cri.WithMetrics(criMetrics), logger}, criTracing(tp)...)
+	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, clientOpts...)
 	if err != nil {
 		return nil, nil, err
 	}
 	imageEndpoint := cri.ImageEndpointOrDefault(cfg.ImageServiceEndpoint, cfg.ContainerRuntimeEndpoint)
-	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, cri.WithMetrics(criMetrics), logger)
+	images, err := cri.NewRemoteImageService(ctx, imageEndpoint, runtimeConnectTimeout, timeout, clientOpts...)
 	if err != nil {
 		runtime.Close(ctx)
 		return nil, nil, err
@@ -83,6 +85,8 @@ func runtimeSettings(opts *config.Options, nodeName string, nodeIPs []net.IP, ho
 		ImageOptions: images.Options{
 			SerializeImagePulls: *cfg.SerializeImagePulls, MaxParallelImagePulls: cfg.MaxParallelImagePulls,
 			RegistryPullQPS: float32(*cfg.RegistryPullQPS), RegistryBurst: int(cfg.RegistryBurst),
+			// The node's own credentials: docker config files, searched as upstream does.
+			NodeKeyring: images.NewNodeKeyring(opts.RootDirectory),
 		},
 	}
 }

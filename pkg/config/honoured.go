@@ -91,24 +91,12 @@ var notRead = map[string]fixedBehaviour{
 		func(c *kc.KubeletConfiguration) bool { return len(c.DefaultPodSysctls) == 0 }},
 	"volumePluginDir": {"no FlexVolume drivers are loaded (a pod with a flexVolume volume fails to mount)",
 		func(c *kc.KubeletConfiguration) bool { return noFlexVolumeDrivers(c.VolumePluginDir) }},
-	"logging": {"text logs at the -v verbosity (the logging field is not read)",
-		func(c *kc.KubeletConfiguration) bool {
-			l := c.Logging
-			return (l.Format == "" || l.Format == "text") && l.Verbosity == 0 && len(l.VModule) == 0
-		}},
-	"shutdownGracePeriod": {"no graceful node shutdown",
-		func(c *kc.KubeletConfiguration) bool { return c.ShutdownGracePeriod.Duration == 0 }},
-	"shutdownGracePeriodCriticalPods": {"no graceful node shutdown",
-		func(c *kc.KubeletConfiguration) bool { return c.ShutdownGracePeriodCriticalPods.Duration == 0 }},
-	"shutdownGracePeriodByPodPriority": {"no graceful node shutdown",
-		func(c *kc.KubeletConfiguration) bool { return len(c.ShutdownGracePeriodByPodPriority) == 0 }},
 	"crashLoopBackOff": {"restart back-off is capped at upstream's 5 minutes",
 		func(c *kc.KubeletConfiguration) bool { return c.CrashLoopBackOff.MaxContainerRestartPeriod == nil }},
 	"memoryReservationPolicy": {"no memory reservation policy (None)",
 		func(c *kc.KubeletConfiguration) bool {
 			return c.MemoryReservationPolicy == "" || c.MemoryReservationPolicy == "None"
 		}},
-	"tracing": {"no traces are exported", func(c *kc.KubeletConfiguration) bool { return c.Tracing == nil }},
 }
 
 // actedOnGates are the feature gates nodelet reads.
@@ -116,6 +104,7 @@ var actedOnGates = map[string]bool{
 	"ExtendWebSocketsToKubelet": true, "ContainerCheckpoint": true, "PodLogsQuerySplitStreams": true,
 	"EventedPLEG": true, "MemoryQoS": true, "InPlacePodLevelResourcesVerticalScaling": true,
 	"KubeletEnsureSecretPulledImages": true, "ComponentStatusz": true, "ComponentFlagz": true,
+	"KubeletTracing": true,
 }
 
 // gatesActedOn is true when every gate the configuration names is one nodelet reads.

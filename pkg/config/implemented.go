@@ -61,6 +61,11 @@ var implementedFields = map[string]bool{
 	"failSwapOn":                                true,
 	"oomScoreAdj":                               true,
 	"maxOpenFiles":                              true,
+	"logging":                                   true,
+	"shutdownGracePeriod":                       true,
+	"shutdownGracePeriodCriticalPods":           true,
+	"shutdownGracePeriodByPodPriority":          true,
+	"tracing":                                   true,
 	// Cluster mode.
 	"kubeAPIQPS":                    true,
 	"kubeAPIBurst":                  true,
@@ -109,7 +114,7 @@ var implementedFields = map[string]bool{
 var partlyImplemented = map[string]string{
 	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
 	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
-	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling, KubeletEnsureSecretPulledImages, ComponentStatusz and ComponentFlagz only",
+	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling, KubeletEnsureSecretPulledImages, ComponentStatusz, ComponentFlagz and KubeletTracing only",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
@@ -125,6 +130,8 @@ var implementedCommandFlags = map[string]bool{
 	"cert-dir":                              true,
 	"runtime-cgroups":                       true,
 	"cloud-provider":                        true,
+	"image-credential-provider-config":      true,
+	"image-credential-provider-bin-dir":     true,
 	"minimum-container-ttl-duration":        true,
 	"maximum-dead-containers-per-container": true,
 	"maximum-dead-containers":               true,

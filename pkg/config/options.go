@@ -30,6 +30,10 @@ type KubeletFlags struct {
 	RuntimeCgroups       string            `json:"runtime-cgroups"`
 	// CloudProvider is "" or "external" (an out-of-tree cloud controller manager).
 	CloudProvider string `json:"cloud-provider"`
+	// Image credential provider exec plugins: their config (a file or a directory of
+	// them) and the directory of their binaries.
+	ImageCredentialProviderConfigPath string `json:"image-credential-provider-config"`
+	ImageCredentialProviderBinDir     string `json:"image-credential-provider-bin-dir"`
 	// Container garbage collection (upstream's deprecated GC flags, still honoured).
 	MinimumGCAge            metav1.Duration `json:"minimum-container-ttl-duration"`
 	MaxPerPodContainerCount int32           `json:"maximum-dead-containers-per-container"`
@@ -245,6 +249,9 @@ func (c *CommandLine) Options() (*Options, error) {
 	})
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	if err := c.layLoggingFlags(&cfg.Logging); err != nil {
+		return nil, err
 	}
 	if err := Validate(cfg); err != nil {
 		return nil, err

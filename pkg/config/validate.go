@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kc "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -57,7 +59,16 @@ func Validate(c *kc.KubeletConfiguration) error {
 	validateResources(v, c)
 	validateLogs(v, c)
 	validateEviction(v, c)
+	validateTracing(v, c)
 	return v.err()
+}
+
+// validateTracing checks tracing with upstream's own rules and words (component-base's
+// ValidateTracingConfiguration, which reads no gate).
+func validateTracing(v *validator, c *kc.KubeletConfiguration) {
+	for _, e := range tracingapi.ValidateTracingConfiguration(c.Tracing, nil, field.NewPath("tracing")) {
+		v.errs = append(v.errs, fmt.Errorf("invalid configuration: %w", e))
+	}
 }
 
 func validateDurations(v *validator, c *kc.KubeletConfiguration) {
@@ -93,6 +104,10 @@ func validateDurations(v *validator, c *kc.KubeletConfiguration) {
 		"shutdownGracePeriod", "must be either zero or otherwise >= 1s", c.ShutdownGracePeriod)
 	v.check(c.ShutdownGracePeriodCriticalPods.Duration <= c.ShutdownGracePeriod.Duration,
 		"shutdownGracePeriodCriticalPods", "must be <= shutdownGracePeriod "+c.ShutdownGracePeriod.Duration.String(), c.ShutdownGracePeriodCriticalPods)
+	v.check(c.ShutdownGracePeriodCriticalPods.Duration == 0 || c.ShutdownGracePeriodCriticalPods.Duration >= time.Second,
+		"shutdownGracePeriodCriticalPods", "must be either zero or otherwise >= 1s", c.ShutdownGracePeriodCriticalPods)
+	v.check(len(c.ShutdownGracePeriodByPodPriority) == 0 || (c.ShutdownGracePeriod.Duration == 0 && c.ShutdownGracePeriodCriticalPods.Duration == 0),
+		"shutdownGracePeriodByPodPriority", "Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time", len(c.ShutdownGracePeriodByPodPriority))
 }
 
 func validateNetwork(v *validator, c *kc.KubeletConfiguration) {

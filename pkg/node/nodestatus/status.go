@@ -202,6 +202,10 @@ func (c *Controller) nodeGone(ctx context.Context) error {
 	return fmt.Errorf("%w: %q", errNodeGone, c.opts.NodeName)
 }
 
+// SyncNow asks the status loop to update the node's status now (the node shutdown
+// manager does, so that the node turns not ready as its shutdown starts).
+func (c *Controller) SyncNow() { c.requestResync() }
+
 func (c *Controller) requestResync() {
 	select {
 	case c.resync <- struct{}{}:
