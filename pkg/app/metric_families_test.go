@@ -14,8 +14,6 @@ const upstreamFamiliesFile = "testdata/upstream-kubelet-v1.37.2-metric-families.
 
 // Why a family is on one side only.
 const (
-	noDeviceManager   = "nodelet has no device manager: no device plugins, so nothing to register or allocate"
-	noPodResourcesAPI = "nodelet serves no pod-resources gRPC API (pod-resources/kubelet.sock)"
 	noPodsAPI         = "nodelet serves no PodsAPI gRPC endpoint (upstream's pods API for node-local clients)"
 	noCPUManager      = "nodelet has no CPU manager (cpuManagerPolicy none only): no pinning, no exclusive CPUs"
 	noMemoryManager   = "nodelet has no memory manager (memoryManagerPolicy None only)"
@@ -49,11 +47,6 @@ const (
 
 // familyExceptions are the families that may be on one side only, each with its reason.
 var familyExceptions = exceptions(
-	except(noDeviceManager, "kubelet_device_plugin_registration_total", "kubelet_device_plugin_alloc_duration_seconds"),
-	except(noPodResourcesAPI, "kubelet_pod_resources_endpoint_requests_total", "kubelet_pod_resources_endpoint_requests_list",
-		"kubelet_pod_resources_endpoint_requests_get_allocatable", "kubelet_pod_resources_endpoint_errors_list",
-		"kubelet_pod_resources_endpoint_errors_get_allocatable", "kubelet_pod_resources_endpoint_requests_get",
-		"kubelet_pod_resources_endpoint_errors_get"),
 	except(noPodsAPI, "kubelet_pod_watch_events_dropped_total", "kubelet_pod_requests_total", "kubelet_pod_requests_list_total",
 		"kubelet_pod_requests_get_total", "kubelet_pod_requests_watch_total"),
 	except(noCPUManager, "kubelet_cpu_manager_pinning_requests_total", "kubelet_cpu_manager_pinning_errors_total",

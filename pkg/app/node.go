@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/node/cm"
+	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
 	"github.com/nodelet/nodelet/pkg/node/eviction"
 	"github.com/nodelet/nodelet/pkg/node/nodeshutdown"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
@@ -94,12 +95,13 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, shutdown *nodeshutdown.Manager, cl *cluster) (*nodestatus.Controller, error) {
+func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, shutdown *nodeshutdown.Manager, devices *deviceplugin.Manager, cl *cluster) (*nodestatus.Controller, error) {
 	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
 		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
 		// Not ready while the node shuts down ("node is shutting down"), as upstream.
 		ReadyChecks: []func() error{plegHealth(podLEG), shutdown.ShutdownStatus}, Pressure: pressure,
+		DevicePlugins: devices.GetCapacity,
 	}
 	if cl != nil {
 		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat

@@ -140,6 +140,11 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if plugins != nil {
 		ro.ImageOptions.CredentialPlugins = plugins
 	}
+	devices, err := newDevicePlugins()
+	if err != nil {
+		return nil, err
+	}
+	ro.DeviceOptions = deviceRunOptions(devices)
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return nil, err
@@ -160,13 +165,14 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return nil, err
 	}
-	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, shutdown, cl)
+	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, shutdown, devices, cl)
 	if err != nil {
 		return nil, err
 	}
 	late.node = node
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
+		AllocateDevices:    func(pod *v1.Pod, c *v1.Container) error { return devices.Allocate(ctx, pod, c) },
 		PressureConditions: evictions.PressureConditions, ShuttingDown: func() bool { return shutdown.ShutdownStatus() != nil }})
 	if err != nil {
 		return nil, err
@@ -210,6 +216,11 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	late.loop, late.summary, late.images = k, summary, images
+	sourcesReady := func() bool { return podConfig.SeenAllSources(expected) }
+	if err := startDevicePlugins(ctx, devices, k, sourcesReady, rs, node.SyncNow); err != nil {
+		return nil, err
+	}
+	servePodResources(ctx, opts.RootDirectory, k, pods, devices, podResourcesMetrics)
 	evictions.Start(ctx)
 	if err := shutdown.Start(); err != nil {
 		// As upstream: the node runs on without graceful shutdown.

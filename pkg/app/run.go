@@ -21,6 +21,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/lockfile"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
 	"github.com/nodelet/nodelet/pkg/node/nodeshutdown"
 	"github.com/nodelet/nodelet/pkg/node/sdnotify"
 	"github.com/nodelet/nodelet/pkg/outage"
@@ -116,7 +117,8 @@ func Run(ctx context.Context, opts *config.Options) error {
 // every family nodelet registers at start whatever its configuration, as upstream
 // registers its own when it starts: pkg/metrics' kubelet_* metrics and collectors, the
 // runtime client's, the evented PLEG's, the image garbage collector's, the graceful
-// shutdown's and the kubelet API's kubelet_http_*. The client and serving certificate metrics come later, with the
+// shutdown's, the device plugins', the pod-resources API's and the kubelet API's
+// kubelet_http_*. The client and serving certificate metrics come later, with the
 // certificate managers that feed them (rotateCertificates, serverTLSBootstrap), as
 // upstream's do.
 func newRegistries(nodeName string) (*metrics.Registries, error) {
@@ -128,7 +130,9 @@ func newRegistries(nodeName string) (*metrics.Registries, error) {
 	if _, err := cri.NewMetrics(r.Kubelet); err != nil {
 		return nil, err
 	}
-	for _, c := range append(append(pleg.EventedMetrics(), imagegc.ImageGarbageCollectedTotal), nodeshutdown.Collectors()...) {
+	collectors := append(append(pleg.EventedMetrics(), imagegc.ImageGarbageCollectedTotal), nodeshutdown.Collectors()...)
+	collectors = append(append(collectors, deviceplugin.Collectors()...), podResourcesMetrics.Collectors()...)
+	for _, c := range collectors {
 		if err := r.Kubelet.Register(c); err != nil {
 			return nil, err
 		}

@@ -43,6 +43,7 @@ type Controller struct {
 	heartbeat   kubernetes.Interface
 	runtime     Runtime
 	pressure    Pressure
+	devices     func() (capacity, allocatable v1.ResourceList, removed []string)
 	readyChecks []func() error
 	recorder    record.EventRecorder
 	clock       clock.Clock
@@ -104,7 +105,7 @@ func New(opts Options, deps Deps) (*Controller, error) {
 	}
 	c := &Controller{
 		opts: opts, client: deps.Client, heartbeat: deps.HeartbeatClient, runtime: deps.Runtime,
-		pressure: deps.Pressure, readyChecks: deps.ReadyChecks, recorder: deps.Recorder,
+		pressure: deps.Pressure, readyChecks: deps.ReadyChecks, recorder: deps.Recorder, devices: deps.DevicePlugins,
 		clock: deps.Clock, onFailure: deps.OnHeartbeatFailure, podCIDRHook: deps.UpdatePodCIDR,
 		startup: deps.Startup, ips: hostResolver(), eviction: eviction, resync: make(chan struct{}, 1),
 	}

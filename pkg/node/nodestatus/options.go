@@ -188,6 +188,10 @@ type Deps struct {
 	CRIStatus CRIStatus
 	// Pressure is nil until eviction exists: never under pressure.
 	Pressure Pressure
+	// DevicePlugins, when set, gives the device plugins' extended resources: capacity
+	// (every device), allocatable (healthy ones) and the resources whose plugin went
+	// away for good (capacity 0 from then on, as upstream marks them).
+	DevicePlugins func() (capacity, allocatable v1.ResourceList, removed []string)
 	// ReadyChecks are further reasons for Ready=False (PLEG health, ...): each
 	// non-nil error is listed in the condition's message after the runtime's.
 	ReadyChecks []func() error

@@ -177,8 +177,33 @@ func (c *Controller) setMachineInfo(ctx context.Context, node *v1.Node) error {
 		}
 		node.Status.NodeInfo.RunningInUserNamespace = ptr.To(info.RunningInUserNamespace)
 	}
+	deviceAllocatable := c.setDevicePluginCapacity(ctx, node)
 	c.setAllocatable(node, machineCap)
+	for name, q := range deviceAllocatable {
+		node.Status.Allocatable[name] = q
+	}
 	return nil
+}
+
+// setDevicePluginCapacity adds the device plugins' resources to the capacity and returns
+// their allocatable. A resource whose plugin went away stays in the capacity at 0, so
+// that it still reads as managed by a device plugin (upstream's rule).
+func (c *Controller) setDevicePluginCapacity(ctx context.Context, node *v1.Node) v1.ResourceList {
+	if c.devices == nil {
+		return nil
+	}
+	capacity, allocatable, removed := c.devices()
+	for name, q := range capacity {
+		if old, ok := node.Status.Capacity[name]; !ok || old.Value() != q.Value() {
+			klog.FromContext(ctx).V(2).Info("Updated capacity for device plugin", "plugin", name, "capacity", q.Value())
+		}
+		node.Status.Capacity[name] = q
+	}
+	for _, name := range removed {
+		klog.FromContext(ctx).V(2).Info("Set capacity for removed resource to 0 on device removal", "device", name)
+		node.Status.Capacity[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+	}
+	return allocatable
 }
 
 // noticeReboot records one Rebooted event when the boot ID differs from the one the

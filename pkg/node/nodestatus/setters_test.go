@@ -609,3 +609,19 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// The device plugins' resources: every device in the capacity, the healthy ones
+// allocatable, and a resource whose plugin went away kept at 0.
+func TestDevicePluginResources(t *testing.T) {
+	env := newTestController(t, testOptions(), Deps{DevicePlugins: func() (v1.ResourceList, v1.ResourceList, []string) {
+		return v1.ResourceList{"example.com/dev": q("3")}, v1.ResourceList{"example.com/dev": q("2")}, []string{"example.com/old"}
+	}})
+	node := &v1.Node{Status: v1.NodeStatus{Capacity: v1.ResourceList{"example.com/old": q("4")}}}
+	_ = env.c.setMachineInfo(context.Background(), node)
+	for name, want := range map[v1.ResourceName][2]string{"example.com/dev": {"3", "2"}, "example.com/old": {"0", "0"}} {
+		c, a := node.Status.Capacity[name], node.Status.Allocatable[name]
+		if c.String() != want[0] || a.String() != want[1] {
+			t.Errorf("%s: capacity %s allocatable %s, want %s and %s", name, c.String(), a.String(), want[0], want[1])
+		}
+	}
+}

@@ -9,7 +9,8 @@
 //
 //  1. node pressure (eviction manager)  Evicted
 //  2. sysctls                           SysctlForbidden
-//  3. (device, CPU, memory and topology managers' allocation: not done, nodelet has none)
+//  3. device plugins' allocation         UnexpectedAdmissionError (CPU, memory and
+//     topology managers: not done, nodelet has none)
 //  4. predicates                        InvalidNodeInfo, PodOSSelectorNodeLabelDoesNotMatch,
 //     PodOSNotSupported, SupplementalGroupsPolicyNotSupported, then the first of
 //     OutOf<resource>, NodeAffinity, NodeName, NodePorts, TaintToleration
@@ -65,6 +66,10 @@ type Options struct {
 
 	// ShuttingDown reports whether a graceful node shutdown is in progress. Nil means never.
 	ShuttingDown func() bool
+
+	// AllocateDevices allocates the device plugins' devices to one container of a new
+	// pod (init containers first, as upstream); nil means no device plugins.
+	AllocateDevices func(pod *v1.Pod, c *v1.Container) error
 }
 
 // Admitter runs the admit handlers. It is safe for concurrent use if the functions in
@@ -120,6 +125,7 @@ func New(node func() (*v1.Node, error), opts Options) (*Admitter, error) {
 	a.handlers = []handler{
 		a.admitNodePressure,
 		a.admitSysctls,
+		a.admitDevices,
 		a.admitPredicates,
 		a.admitAppArmor,
 		a.admitDeclaredFeatures,

@@ -68,6 +68,9 @@ type ContainerOptions struct {
 	// EnableServiceLinks is the pod's spec.enableServiceLinks (default true):
 	// whether the services of its namespace become env vars.
 	EnableServiceLinks bool
+
+	// Devices are the container's devices from the device plugins; nil: none.
+	Devices *DeviceOptions
 }
 
 // ResourceOptions are the options container resources are made with.
@@ -122,8 +125,13 @@ func GenerateContainerConfig(ctx context.Context, c *v1.Container, pod *v1.Pod, 
 	if err := makeContainerLogDir(pod, c, opts.PodLogsDir); err != nil {
 		return nil, noop, err
 	}
+	if opts.Devices != nil {
+		// The plugins' variables first, as upstream: the container's own win.
+		envs = append(append([]*runtimeapi.KeyValue(nil), opts.Devices.Envs...), envs...)
+	}
 	config := newContainerConfig(c, pod, restartCount, envs, opts)
 	config.Linux = linux
+	applyDeviceOptions(config, opts.Devices)
 	mount, cleanup := terminationMessageMount(c, opts.PodDir)
 	if mount != nil {
 		config.Mounts = append(config.Mounts, mount)

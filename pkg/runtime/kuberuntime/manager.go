@@ -100,6 +100,10 @@ type Options struct {
 	CPUCFSQuotaPeriod           time.Duration
 	MachineMemory               int64
 	ImageOptions                images.Options
+	// DeviceOptions gives a container the devices the device plugins allocated to it
+	// (upstream's device manager run options); nil: no device plugins. An error fails
+	// the container's start (CreateContainerConfigError).
+	DeviceOptions func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error)
 	// RuntimeClasses resolves a pod's runtimeClassName to the handler its sandbox runs
 	// with; nil runs every pod under the runtime's default handler.
 	RuntimeClasses RuntimeClassLookup

@@ -118,6 +118,11 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	if opts.Mounts, err = m.mounts(ctx, pod, c, opts); err != nil {
 		return nil, nil, err.Error(), err
 	}
+	if m.opts.DeviceOptions != nil {
+		if opts.Devices, err = m.opts.DeviceOptions(ctx, pod, c); err != nil {
+			return nil, nil, err.Error(), err
+		}
+	}
 	config, cleanup, err := criconfig.GenerateContainerConfig(ctx, c, pod, restartCount, opts)
 	if err != nil {
 		return nil, nil, grpcMessage(err), err

@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/nodelet/nodelet/pkg/api/podresources"
+	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
+	"github.com/nodelet/nodelet/pkg/pod/kubelet"
+	"github.com/nodelet/nodelet/pkg/pod/podmanager"
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
+)
+
+// podResourcesMetrics count the pod-resources API's requests (registered with the
+// kubelet's metrics at start, as upstream's are).
+var podResourcesMetrics = podresources.NewMetrics()
+
+// newDevicePlugins builds the device plugin manager on upstream's fixed socket directory
+// (/var/lib/kubelet/device-plugins whatever --root-dir is: that is where plugins look).
+func newDevicePlugins() (*deviceplugin.Manager, error) {
+	return deviceplugin.New(deviceplugin.Options{Dir: deviceplugin.DefaultDir})
+}
+
+// startDevicePlugins serves the plugins' registration socket and keeps the node status
+// up to date with their devices. The containers running when nodelet starts keep the
+// devices the checkpoint gives them.
+func startDevicePlugins(ctx context.Context, m *deviceplugin.Manager, loop *kubelet.Kubelet, sourcesReady func() bool, rs internalapi.RuntimeService, syncNode func()) error {
+	if err := m.Start(ctx, deviceplugin.StartOptions{
+		ActivePods: loop.ActivePods, SourcesReady: sourcesReady, RunningContainers: runningContainers(ctx, rs),
+	}); err != nil {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.CapacityChanged():
+				syncNode()
+			case u := <-m.Updates():
+				// Device health in container statuses (allocatedResourcesStatus) is not
+				// reported yet; the update is noted and dropped.
+				klog.V(4).InfoS("Device health changed for pods", "pods", u.PodUIDs)
+			}
+		}
+	}()
+	return nil
+}
+
+// runningContainers are the containers the runtime runs now, by pod UID and name.
+func runningContainers(ctx context.Context, rs internalapi.RuntimeService) []deviceplugin.ContainerKey {
+	list, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		klog.ErrorS(err, "Failed to list the running containers for the device plugin manager")
+		return nil
+	}
+	keys := make([]deviceplugin.ContainerKey, 0, len(list))
+	for _, c := range list {
+		keys = append(keys, deviceplugin.ContainerKey{
+			PodUID: c.Labels[criconfig.PodUIDLabel], ContainerName: c.Labels[criconfig.ContainerNameLabel]})
+	}
+	return keys
+}
+
+// deviceRunOptions turns a container's allocated devices into what the CRI config takes.
+func deviceRunOptions(m *deviceplugin.Manager) func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
+	return func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
+		o, err := m.GetDeviceRunContainerOptions(ctx, pod, c)
+		if err != nil || o == nil {
+			return nil, err
+		}
+		d := &criconfig.DeviceOptions{Annotations: map[string]string{}}
+		for _, e := range o.Envs {
+			d.Envs = append(d.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		}
+		for _, mnt := range o.Mounts {
+			d.Mounts = append(d.Mounts, &runtimeapi.Mount{ContainerPath: mnt.ContainerPath, HostPath: mnt.HostPath, Readonly: mnt.ReadOnly})
+		}
+		for _, dev := range o.Devices {
+			d.Devices = append(d.Devices, &runtimeapi.Device{HostPath: dev.PathOnHost, ContainerPath: dev.PathInContainer, Permissions: dev.Permissions})
+		}
+		for _, cdi := range o.CDIDevices {
+			d.CDIDevices = append(d.CDIDevices, &runtimeapi.CDIDevice{Name: cdi.Name})
+		}
+		for _, a := range o.Annotations {
+			d.Annotations[a.Name] = a.Value
+		}
+		return d, nil
+	}
+}
+
+// servePodResources serves the pod-resources API on <root-dir>/pod-resources/kubelet.sock
+// (monitoring agents read the devices of each container there) until ctx ends.
+func servePodResources(ctx context.Context, rootDir string, loop *kubelet.Kubelet, pods *podmanager.Manager, devices *deviceplugin.Manager, metrics *podresources.Metrics) {
+	cfg := podresources.Config{
+		Providers: podresources.Providers{Pods: podsProvider{loop, pods}, Devices: devicesProvider{devices}},
+		Options:   podresources.DefaultOptions(), Metrics: metrics,
+	}
+	go func() {
+		if err := podresources.Serve(ctx, podresources.SocketPath(rootDir), cfg); err != nil {
+			klog.ErrorS(err, "Failed to serve the pod-resources API")
+		}
+	}()
+}
+
+type podsProvider struct {
+	loop *kubelet.Kubelet
+	pods *podmanager.Manager
+}
+
+func (p podsProvider) GetActivePods() []*v1.Pod { return p.loop.ActivePods() }
+func (p podsProvider) GetPods() []*v1.Pod       { return p.pods.GetPods() }
+func (p podsProvider) GetPodByName(namespace, name string) (*v1.Pod, bool) {
+	return p.pods.GetPodByName(namespace, name)
+}
+
+type devicesProvider struct{ m *deviceplugin.Manager }
+
+func (d devicesProvider) UpdateAllocatedDevices(klog.Logger) { d.m.UpdateAllocatedDevices() }
+func (d devicesProvider) GetDevices(podUID, containerName string) []*podresourcesv1.ContainerDevices {
+	return containerDevices(d.m.GetDevices(podUID, containerName))
+}
+func (d devicesProvider) GetAllocatableDevices(klog.Logger) []*podresourcesv1.ContainerDevices {
+	return containerDevices(d.m.GetAllocatableDevices())
+}
+
+// containerDevices lists each device once per NUMA node it is on (once without a
+// topology), as upstream's pod-resources API does.
+func containerDevices(devs deviceplugin.ResourceDeviceInstances) []*podresourcesv1.ContainerDevices {
+	var out []*podresourcesv1.ContainerDevices
+	for resource, byID := range devs {
+		for id, dev := range byID {
+			nodes := dev.GetTopology().GetNodes()
+			if len(nodes) == 0 {
+				out = append(out, &podresourcesv1.ContainerDevices{ResourceName: resource, DeviceIds: []string{id}})
+				continue
+			}
+			for _, n := range nodes {
+				out = append(out, &podresourcesv1.ContainerDevices{ResourceName: resource, DeviceIds: []string{id},
+					Topology: &podresourcesv1.TopologyInfo{Nodes: []*podresourcesv1.NUMANode{{ID: n.GetID()}}}})
+			}
+		}
+	}
+	return out
+}

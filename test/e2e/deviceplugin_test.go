@@ -1,0 +1,204 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// testDevicePlugin is a device plugin (deviceplugin/v1beta1) with two devices whose
+// Allocate gives the container an env var naming them and a read-only mount of a host
+// file, as real plugins hand out device files and driver libraries.
+type testDevicePlugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+	resource, socket, hostFile string
+	server                     *grpc.Server
+	stop                       chan struct{}
+}
+
+func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
+	t.Helper()
+	id := string(uuid.NewUUID())[:8]
+	p := &testDevicePlugin{
+		resource: "example.com/e2e-" + id,
+		socket:   filepath.Join(pluginapi.DevicePluginPath, "e2e-"+id+".sock"),
+		hostFile: filepath.Join(t.TempDir(), "driver"),
+		stop:     make(chan struct{}),
+	}
+	if err := os.WriteFile(p.hostFile, []byte("driver of "+p.resource+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", p.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.server = grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(p.server, p)
+	go func() { _ = p.server.Serve(ln) }()
+	t.Cleanup(p.shutdown)
+	return p
+}
+
+// register announces the plugin on the kubelet's registration socket.
+func (p *testDevicePlugin) register(t *testing.T) {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+pluginapi.KubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+		Version: pluginapi.Version, Endpoint: filepath.Base(p.socket), ResourceName: p.resource})
+	if err != nil {
+		t.Fatalf("registering %s: %v", p.resource, err)
+	}
+}
+
+func (p *testDevicePlugin) shutdown() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+		p.server.Stop()
+		_ = os.Remove(p.socket)
+	}
+}
+
+func (p *testDevicePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, nil
+}
+
+func (p *testDevicePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
+	devs := []*pluginapi.Device{{ID: "dev-1", Health: pluginapi.Healthy}, {ID: "dev-2", Health: pluginapi.Healthy}}
+	if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+		return err
+	}
+	select {
+	case <-p.stop:
+	case <-s.Context().Done():
+	}
+	return nil
+}
+
+func (p *testDevicePlugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	out := &pluginapi.AllocateResponse{}
+	for _, c := range r.ContainerRequests {
+		out.ContainerResponses = append(out.ContainerResponses, &pluginapi.ContainerAllocateResponse{
+			Envs:   map[string]string{"E2E_DEVICES": strings.Join(c.DevicesIds, ",")},
+			Mounts: []*pluginapi.Mount{{ContainerPath: "/driver", HostPath: p.hostFile, ReadOnly: true}},
+		})
+	}
+	return out, nil
+}
+
+// TestClusterDevicePlugin: a device plugin registers with nodelet
+// (/var/lib/kubelet/device-plugins/kubelet.sock, as with upstream's kubelet): its resource
+// shows in the node's capacity and allocatable at once; a pod asking for one device gets
+// the plugin's env var and mount; the pod-resources API lists the pod's device; a pod asking
+// for more than the node has is refused; and when the plugin goes, its devices stop being
+// allocatable.
+func TestClusterDevicePlugin(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	p := startTestDevicePlugin(t)
+	p.register(t)
+	name := v1.ResourceName(p.resource)
+	took := eventually(t, 10*time.Second, "the plugin's devices in the node status", func() error {
+		n, err := c.node(t)
+		if err != nil {
+			return err
+		}
+		if capacity, alloc := n.Status.Capacity[name], n.Status.Allocatable[name]; capacity.Value() != 2 || alloc.Value() != 2 {
+			return fmt.Errorf("capacity %s allocatable %s", capacity.String(), alloc.String())
+		}
+		return nil
+	})
+	t.Logf("devices in the node status %v after registration", took.Round(10*time.Millisecond))
+
+	pod := c.testPod("gpu")
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("1")}
+	c.createPod(t, pod)
+	eventually(t, 60*time.Second, "the device pod Ready", func() error { return c.podReady("gpu") })
+	env := c.execIn(t, "gpu", "sh", "-c", "echo $E2E_DEVICES; cat /driver")
+	if !strings.Contains(env, "dev-") || !strings.Contains(env, "driver of "+p.resource) {
+		t.Errorf("the container sees %q: want its device in E2E_DEVICES and the plugin's mount", env)
+	}
+	listed := podResourcesDevices(t, filepath.Join(c.rootDir, "pod-resources", "kubelet.sock"), c.namespace, "gpu")
+	if len(listed) != 1 || listed[0].ResourceName != p.resource || len(listed[0].DeviceIds) != 1 ||
+		!strings.Contains(env, listed[0].DeviceIds[0]) {
+		t.Errorf("pod-resources lists %v for the pod, want the device it got (%q)", listed, env)
+	}
+
+	greedy := c.testPod("greedy")
+	greedy.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("2")}
+	c.createPod(t, greedy)
+	eventually(t, 30*time.Second, "a pod asking for more devices than are free refused", func() error {
+		g, err := c.getPod("greedy")
+		if err != nil {
+			return err
+		}
+		if g.Status.Phase != v1.PodFailed || !strings.HasPrefix(g.Status.Reason, "OutOf") && g.Status.Reason != "UnexpectedAdmissionError" {
+			return fmt.Errorf("phase %s reason %q message %q", g.Status.Phase, g.Status.Reason, g.Status.Message)
+		}
+		return nil
+	})
+
+	p.shutdown()
+	eventually(t, 20*time.Second, "the gone plugin's devices not allocatable", func() error {
+		n, err := c.node(t)
+		if err != nil {
+			return err
+		}
+		if alloc := n.Status.Allocatable[name]; alloc.Value() != 0 {
+			return fmt.Errorf("allocatable %s", alloc.String())
+		}
+		return nil
+	})
+	if err := c.podReady("gpu"); err != nil {
+		t.Errorf("the running device pod after its plugin went: %v", err)
+	}
+}
+
+// podResourcesDevices asks the pod-resources API (v1 List) for one pod's devices.
+func podResourcesDevices(t *testing.T, socket, namespace, pod string) []*podresourcesv1.ContainerDevices {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatalf("pod-resources List: %v", err)
+	}
+	for _, p := range resp.PodResources {
+		if p.Namespace == namespace && p.Name == pod {
+			var out []*podresourcesv1.ContainerDevices
+			for _, c := range p.Containers {
+				out = append(out, c.Devices...)
+			}
+			return out
+		}
+	}
+	t.Errorf("pod-resources List has no %s/%s", namespace, pod)
+	return nil
+}
