@@ -188,6 +188,17 @@ func TestValidationNamesFieldAndValue(t *testing.T) {
 		{"runOnce: true\n", `runOnce: run-once mode has been removed`},
 		{"kubeReserved:\n  gpu: \"1\"\n", `kubeReserved: keys must be one of`},
 		{"memoryThrottlingFactor: 1.5\n", `memoryThrottlingFactor: must be greater than 0 and less than or equal to 1.0 (got 1.5)`},
+		// tracing: component-base's rules and words, whatever the KubeletTracing gate says
+		// (upstream's validation reads no gate).
+		{"tracing: {}\n", ""},
+		{"tracing:\n  endpoint: localhost:4317\n  samplingRatePerMillion: 1000000\n", ""},
+		{"tracing:\n  endpoint: unix:///run/otel.sock\n", ""},
+		{"tracing:\n  samplingRatePerMillion: -1\n",
+			"invalid configuration: tracing.samplingRatePerMillion: Invalid value: -1: sampling rate must be positive"},
+		{"tracing:\n  samplingRatePerMillion: 1000001\n",
+			"tracing.samplingRatePerMillion: Invalid value: 1000001: sampling rate per million must be less than or equal to one million"},
+		{"tracing:\n  endpoint: http://collector:4317\n", "tracing.endpoint: Invalid value: \"http://collector:4317\": unsupported scheme: http."},
+		{"featureGates:\n  KubeletTracing: false\ntracing:\n  samplingRatePerMillion: -1\n", "sampling rate must be positive"},
 	}
 	for _, c := range cases {
 		cfg, err := loadDefaulted(t, c.body)
