@@ -111,9 +111,10 @@ func (p *testDevicePlugin) Allocate(_ context.Context, r *pluginapi.AllocateRequ
 // TestClusterDevicePlugin: a device plugin registers with nodelet
 // (/var/lib/kubelet/device-plugins/kubelet.sock, as with upstream's kubelet): its resource
 // shows in the node's capacity and allocatable at once; a pod asking for one device gets
-// the plugin's env var and mount; the pod-resources API lists the pod's device; a pod asking
-// for more than the node has is refused; and when the plugin goes, its devices stop being
-// allocatable.
+// the plugin's env var and mount; the pod-resources API lists the pod's device; after a
+// kill -9 and restart of nodelet the pod keeps its device and a new pod gets the other one;
+// a pod asking for a device when none is free is refused; and when the plugin goes, its
+// devices stop being allocatable while the pods using them run on.
 func TestClusterDevicePlugin(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
@@ -146,10 +147,31 @@ func TestClusterDevicePlugin(t *testing.T) {
 		t.Errorf("pod-resources lists %v for the pod, want the device it got (%q)", listed, env)
 	}
 
+	// kill -9 and a new nodelet: the running pod keeps its device (the checkpoint), the
+	// plugin registers again on the new socket, and the other device goes to a new pod.
+	before := c.containerIDs(t, "gpu")
+	c.restart(t, true)
+	eventually(t, 20*time.Second, "the kubelet socket back", func() error {
+		_, err := os.Stat(pluginapi.KubeletSocket)
+		return err
+	})
+	p.register(t)
+	second := c.testPod("second")
+	second.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("1")}
+	c.createPod(t, second)
+	eventually(t, 60*time.Second, "a second device pod Ready after the restart", func() error { return c.podReady("second") })
+	if after := c.containerIDs(t, "gpu"); !sameIDs(after, before) {
+		t.Errorf("the device pod's containers changed across the restart: %v -> %v", before, after)
+	}
+	secondEnv := c.execIn(t, "second", "sh", "-c", "echo $E2E_DEVICES")
+	if strings.TrimSpace(secondEnv) == "" || strings.Contains(env, strings.TrimSpace(secondEnv)) {
+		t.Errorf("second pod got %q, first %q: want the other device", secondEnv, env)
+	}
+
 	greedy := c.testPod("greedy")
-	greedy.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("2")}
+	greedy.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("1")}
 	c.createPod(t, greedy)
-	eventually(t, 30*time.Second, "a pod asking for more devices than are free refused", func() error {
+	eventually(t, 30*time.Second, "a pod asking for a device when none is free refused", func() error {
 		g, err := c.getPod("greedy")
 		if err != nil {
 			return err
@@ -171,8 +193,10 @@ func TestClusterDevicePlugin(t *testing.T) {
 		}
 		return nil
 	})
-	if err := c.podReady("gpu"); err != nil {
-		t.Errorf("the running device pod after its plugin went: %v", err)
+	for _, pod := range []string{"gpu", "second"} {
+		if err := c.podReady(pod); err != nil {
+			t.Errorf("device pod %s after its plugin went: %v", pod, err)
+		}
 	}
 }
 
