@@ -399,10 +399,13 @@ func TestSyncerGetsUpdatesAndRetries(t *testing.T) {
 		t.Errorf("last update %+v", last)
 	}
 
-	// The loop itself syncs right after a change.
+	// The loop itself syncs right after a change. It is stopped, and waited for, before
+	// the test ends: a loop left running would sync (and count in the global metrics)
+	// during the next tests.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m.Start(ctx)
+	loopDone := make(chan struct{})
+	go func() { m.syncLoop(ctx); close(loopDone) }()
+	defer func() { cancel(); <-loopDone }()
 	changed := runningPodStatus(pod)
 	other := testPod(v1.RestartPolicyAlways, "a")
 	other.UID = "other"
