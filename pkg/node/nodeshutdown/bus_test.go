@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,6 +136,28 @@ func (p *fakelogindProcess) expect(prefix string) string {
 		p.t.Fatalf("fakelogind did not print %q", prefix)
 	}
 	return ""
+}
+
+// expectInAnyOrder waits for one line per prefix, in whatever order they come (fakelogind
+// reports a signal it sent while the manager may already be answering it).
+func (p *fakelogindProcess) expectInAnyOrder(prefixes ...string) {
+	p.t.Helper()
+	left := append([]string(nil), prefixes...)
+	for len(left) > 0 {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("fakelogind ended, want %q", left)
+			}
+			i := slices.IndexFunc(left, func(prefix string) bool { return strings.HasPrefix(line, prefix) })
+			if i < 0 {
+				p.t.Fatalf("fakelogind printed %q, want one of %q", line, left)
+			}
+			left = slices.Delete(left, i, i+1)
+		case <-time.After(10 * time.Second):
+			p.t.Fatalf("fakelogind did not print %q", left)
+		}
+	}
 }
 
 // expectNothing checks that fakelogind prints nothing for a while.
