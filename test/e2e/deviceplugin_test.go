@@ -54,21 +54,22 @@ func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
 	return p
 }
 
-// register announces the plugin on the kubelet's registration socket.
+// register announces the plugin on the kubelet's registration socket, trying again while
+// nobody listens there yet (a restarted kubelet re-creates it), as plugins do.
 func (p *testDevicePlugin) register(t *testing.T) {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+pluginapi.KubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
-		Version: pluginapi.Version, Endpoint: filepath.Base(p.socket), ResourceName: p.resource})
-	if err != nil {
-		t.Fatalf("registering %s: %v", p.resource, err)
-	}
+	eventually(t, 20*time.Second, "registering "+p.resource, func() error {
+		conn, err := grpc.NewClient("unix://"+pluginapi.KubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+			Version: pluginapi.Version, Endpoint: filepath.Base(p.socket), ResourceName: p.resource})
+		return err
+	})
 }
 
 func (p *testDevicePlugin) shutdown() {
@@ -151,10 +152,6 @@ func TestClusterDevicePlugin(t *testing.T) {
 	// plugin registers again on the new socket, and the other device goes to a new pod.
 	before := c.containerIDs(t, "gpu")
 	c.restart(t, true)
-	eventually(t, 20*time.Second, "the kubelet socket back", func() error {
-		_, err := os.Stat(pluginapi.KubeletSocket)
-		return err
-	})
 	p.register(t)
 	second := c.testPod("second")
 	second.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("1")}
