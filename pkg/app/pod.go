@@ -216,8 +216,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	late.loop, late.summary, late.images = k, summary, images
-	sourcesReady := func() bool { return podConfig.SeenAllSources(expected) }
-	if err := startDevicePlugins(ctx, devices, k, sourcesReady, rs, node.SyncNow); err != nil {
+	if err := startDevicePlugins(ctx, devices, k, k.AllSourcesReady, rs, node.SyncNow); err != nil {
 		return nil, err
 	}
 	servePodResources(ctx, opts.RootDirectory, k, pods, devices, podResourcesMetrics)

@@ -43,6 +43,20 @@ func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
 	if err := os.WriteFile(p.hostFile, []byte("driver of "+p.resource+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	p.serve(t)
+	t.Cleanup(p.shutdown)
+	return p
+}
+
+// serve listens on the plugin's socket. A kubelet removes the sockets in the directory when
+// it starts, so a plugin serves again, on a new socket, when it sees the kubelet's socket
+// re-created (as upstream's sample plugin does), then registers.
+func (p *testDevicePlugin) serve(t *testing.T) {
+	t.Helper()
+	if p.server != nil {
+		p.server.Stop()
+	}
+	_ = os.Remove(p.socket)
 	ln, err := net.Listen("unix", p.socket)
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +64,6 @@ func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
 	p.server = grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(p.server, p)
 	go func() { _ = p.server.Serve(ln) }()
-	t.Cleanup(p.shutdown)
-	return p
 }
 
 // register announces the plugin on the kubelet's registration socket, trying again while
@@ -152,6 +164,14 @@ func TestClusterDevicePlugin(t *testing.T) {
 	// plugin registers again on the new socket, and the other device goes to a new pod.
 	before := c.containerIDs(t, "gpu")
 	c.restart(t, true)
+	eventually(t, 20*time.Second, "the restarted kubelet's socket", func() error {
+		conn, err := net.Dial("unix", pluginapi.KubeletSocket)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	})
+	p.serve(t)
 	p.register(t)
 	second := c.testPod("second")
 	second.Spec.Containers[0].Resources.Limits = v1.ResourceList{name: resource.MustParse("1")}

@@ -233,6 +233,12 @@ func (k *Kubelet) sourcesReady() bool {
 	return k.deps.SourcesReady(k.sourcesSeen.list())
 }
 
+// AllSourcesReady is upstream's sourcesReady.AllReady: every source's first full list
+// has been handled by the loop (not merely received), so the pods of that first list are
+// admitted while it is still false. The device plugin manager relies on this to leave the
+// devices of containers already running at a restart alone.
+func (k *Kubelet) AllSourcesReady() bool { return k.sourcesReady() }
+
 // Pods lists the desired pods (for the local API and CLI).
 func (k *Kubelet) Pods() []*v1.Pod { return k.pods.GetPods() }
 
