@@ -40,17 +40,7 @@ func TestStartupSmoke(t *testing.T) {
 	healthzPort := smokeFreePort(t)
 
 	manifests := filepath.Join(dir, "manifests")
-	smokeWrite(t, filepath.Join(manifests, "smoke.yaml"), fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  containers:
-  - name: sleeper
-    image: %s
-    command: ["sleep", "3600"]
-`, smokePod, smokeNamespace, smokeImage))
+	smokeWriteManifest(t, manifests)
 	configFile := filepath.Join(dir, "kubelet.yaml")
 	smokeWrite(t, configFile, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -233,6 +223,22 @@ func smokeFreePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// smokeWriteManifest writes the smoke test's static pod into manifests.
+func smokeWriteManifest(t *testing.T, manifests string) {
+	t.Helper()
+	smokeWrite(t, filepath.Join(manifests, "smoke.yaml"), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  containers:
+  - name: sleeper
+    image: %s
+    command: ["sleep", "3600"]
+`, smokePod, smokeNamespace, smokeImage))
 }
 
 func smokeWrite(t *testing.T, path, content string) {

@@ -86,16 +86,7 @@ func tracedOptions(t *testing.T, criEndpoint, collector string) *config.Options 
 	t.Helper()
 	dir := t.TempDir()
 	manifests := filepath.Join(dir, "manifests")
-	smokeWrite(t, filepath.Join(manifests, "pod.yaml"), fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  containers:
-  - name: sleeper
-    image: %s
-`, smokePod, smokeNamespace, smokeImage))
+	smokeWriteManifest(t, manifests)
 	configFile := filepath.Join(dir, "kubelet.yaml")
 	smokeWrite(t, configFile, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
