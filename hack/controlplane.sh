@@ -121,7 +121,18 @@ if [ -z "$K8S_VERSION" ] || [ -z "$ETCD_VERSION" ]; then
 fi
 K8S_BIN=$CACHE_DIR/k8s-$K8S_VERSION/bin
 ETCD_BIN=$CACHE_DIR/etcd-$ETCD_VERSION/bin
-K8S_ALL=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+# The last two are upstream's own test plugins (a device plugin and a DRA driver) that
+# the e2e tests run against nodelet and upstream's kubelet.
+K8S_ALL=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet sample-device-plugin test-driver)
+
+# k8s_package NAME: the package in k8s.io/kubernetes that builds the command NAME.
+k8s_package() {
+	case $1 in
+	sample-device-plugin) echo k8s.io/kubernetes/test/images/sample-device-plugin ;;
+	test-driver) echo k8s.io/kubernetes/test/e2e/dra/test-driver ;;
+	*) echo "k8s.io/kubernetes/cmd/$1" ;;
+	esac
+}
 
 # k8s_ldflags: the version stamps upstream's build sets (hack/lib/version.sh), so that
 # `kubectl version` and the API server's /version report the real release.
@@ -216,7 +227,7 @@ build_k8s() {
 	mapfile -t missing < <(missing_in "$K8S_BIN" "$@")
 	[ ${#missing[@]} -eq 0 ] && return 0
 	for n in "${missing[@]}"; do
-		pkgs+=("k8s.io/kubernetes/cmd/$n")
+		pkgs+=("$(k8s_package "$n")")
 	done
 	log "building ${missing[*]} $K8S_VERSION into $K8S_BIN" \
 		"(cold on 2 cores: 15-25 min; see docs/controlplane.md)"

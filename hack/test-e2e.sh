@@ -4,8 +4,10 @@
 #     metrics-server: test/e2e plus the packages' own runtime tests (build tag e2e);
 #  2. the node-local suite on containerd 2.x (hack/runtime.sh flavour containerd2): the
 #     standalone, runtime-manager and probe tests, container events (evented PLEG) and
-#     user namespaces, the static-pod switch with upstream's kubelet. The cluster, kubelet-API
-#     and kubeadm control-plane tests run on 1.6 only, to keep CI short.
+#     user namespaces, the static-pod switch with upstream's kubelet. Of the cluster tests
+#     only those that need CDI (device plugins' and DRA drivers' CDI devices) run on 2.x too;
+#     the rest, the kubelet-API and the kubeadm control-plane tests run on 1.6 only, to keep
+#     CI short.
 # NODELET_E2E_RUN / NODELET_E2E_RUNTIMES narrow a run by hand (a -run pattern; "1.6", "2").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,8 @@ GO=${GO:-go}
 export NODELET_BIN=$PWD/bin/nodelet
 run=(-run "${NODELET_E2E_RUN:-.}")
 runtimes=${NODELET_E2E_RUNTIMES:-1.6 2}
+# The cluster tests that also run on containerd 2.x: containerd 1.6 has no CDI.
+CDI_CLUSTER_TESTS='TestClusterUpstreamSampleDevicePlugin|TestClusterDRA'
 
 on_containerd16() {
 	eval "$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')"
@@ -36,7 +40,15 @@ on_containerd2() {
 	export NODELET_STATE_DIR=/var/lib/nodelet-dev2
 	"$GO" test -count=1 -p 1 -timeout 30m -tags e2e "${run[@]}" \
 		-skip 'TestCluster|TestKubeletAPI|TestKubectl|TestKubeadm' ./test/e2e/... ./pkg/runtime/cri/ ./pkg/pod/pleg/
+	local cp_env
+	cp_env=$(hack/controlplane.sh up)
+	export "${cp_env?}"
+	NODELET_CP_DIR=$(dirname "$KUBECONFIG")
+	export NODELET_CP_DIR
+	"$GO" test -count=1 -p 1 -timeout 15m -tags e2e -run "${NODELET_E2E_RUN:-$CDI_CLUSTER_TESTS}" ./test/e2e/
 }
+
+
 
 # Upstream's kubelet (the switch tests) is built with the control plane's binaries but
 # not by `up`: build whatever is missing first, so that a fresh machine has it too.

@@ -192,11 +192,12 @@ func checkLogsContinue(t *testing.T, logs, node string) {
 }
 
 // TestClusterSwitch replaces upstream's kubelet by nodelet on a node of the control plane,
-// and back, with a static pod (and its mirror pod) and an API pod reading a configMap and a
-// secret: no sandbox or container is created, stopped or restarted; the node object, the
-// client certificate upstream's TLS bootstrap wrote, and the mirror pod are kept; the node
-// and the API pod stay Ready throughout; and each new kubelet carries on: a configMap edit
-// reaches the pod's volume and a new pod starts.
+// and back, with a static pod (and its mirror pod), an API pod reading a configMap and a
+// secret, and a pod with a device of upstream's sample device plugin: no sandbox or
+// container is created, stopped or restarted; the node object, the client certificate
+// upstream's TLS bootstrap wrote, and the mirror pod are kept; the node and the API pod
+// stay Ready throughout; the device pod keeps its device; and each new kubelet carries
+// on: a configMap edit reaches the pod's volume and a new pod starts.
 func TestClusterSwitch(t *testing.T) {
 	id := string(uuid.NewUUID())[:8]
 	c := &clusterNode{name: "sw-" + id, namespace: "sw-" + id, admin: adminClient(t)}
@@ -239,10 +240,18 @@ authentication:
 	eventually(t, 60*time.Second, "node Ready under upstream's kubelet", func() error { return c.nodeReady(t) })
 	c.createPod(t, switchVolumesPod(c))
 	eventually(t, 60*time.Second, "the API pod Ready", func() error { return c.podReady("vols") })
+	// A pod with a device of upstream's sample plugin: the device manager's checkpoint
+	// (device-plugins/kubelet_internal_checkpoint) carries its device across the switches.
+	startSampleDevicePlugin(t, "")
+	c.waitSampleAllocatable(t, 30*time.Second, 2)
+	c.createPod(t, c.devicePod("dev"))
+	eventually(t, 60*time.Second, "the device pod Ready", func() error { return c.podReady("dev") })
+	podResources := filepath.Join(root, "pod-resources", "kubelet.sock")
+	device := c.sampleDeviceOf(t, podResources, "dev")
 	mirror := c.mirrorPodUID(t)
 	nodeUID := c.nodeUID(t)
 	cert := readLink(t, filepath.Join(root, "pki", "kubelet-client-current.pem"))
-	before := sw.waitRunning(3, 90*time.Second)
+	before := sw.waitRunning(4, 90*time.Second)
 
 	for i, next := range []string{nodeletK, upstream} {
 		// A container that started less than 10 s before a kubelet waits for its first
@@ -262,8 +271,13 @@ authentication:
 		if got := readLink(t, filepath.Join(root, "pki", "kubelet-client-current.pem")); got != cert {
 			t.Errorf("%s bootstrapped a new client certificate %s (had %s)", next, got, cert)
 		}
+		// The plugin serves again 10 s after the new kubelet's socket appears.
+		c.waitSampleAllocatable(t, 40*time.Second, 2)
+		if got := c.sampleDeviceOf(t, podResources, "dev"); got != device {
+			t.Errorf("under %s the device pod has %s, had %s", next, got, device)
+		}
 		c.checkCarriesOn(t, root, next, i)
-		before = sw.waitRunning(4+i, 60*time.Second)
+		before = sw.waitRunning(5+i, 60*time.Second)
 	}
 }
 
