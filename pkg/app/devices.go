@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -29,7 +30,7 @@ func newDevicePlugins() (*deviceplugin.Manager, error) {
 // startDevicePlugins serves the plugins' registration socket and keeps the node status
 // up to date with their devices. The containers running when nodelet starts keep the
 // devices the checkpoint gives them.
-func startDevicePlugins(ctx context.Context, m *deviceplugin.Manager, loop *kubelet.Kubelet, sourcesReady func() bool, rs internalapi.RuntimeService, syncNode func()) error {
+func startDevicePlugins(ctx context.Context, m *deviceplugin.Manager, loop *kubelet.Kubelet, sourcesReady func() bool, rs internalapi.RuntimeService, syncNode func(), health *resourceHealth) error {
 	if err := m.Start(ctx, deviceplugin.StartOptions{
 		ActivePods: loop.ActivePods, SourcesReady: sourcesReady, RunningContainers: runningContainers(ctx, rs),
 	}); err != nil {
@@ -43,13 +44,41 @@ func startDevicePlugins(ctx context.Context, m *deviceplugin.Manager, loop *kube
 			case <-m.CapacityChanged():
 				syncNode()
 			case u := <-m.Updates():
-				// Device health in container statuses (allocatedResourcesStatus) is not
-				// reported yet; the update is noted and dropped.
-				klog.V(4).InfoS("Device health changed for pods", "pods", u.PodUIDs)
+				health.forward(ctx, u.PodUIDs)
 			}
 		}
 	}()
 	return nil
+}
+
+// resourceHealth joins what the device plugins say of their devices' health for the
+// loop: in the containers' allocatedResourcesStatus, and a sync of the pods concerned
+// when it changes.
+type resourceHealth struct {
+	devices *deviceplugin.Manager
+	updates chan []types.UID
+}
+
+func newResourceHealth(devices *deviceplugin.Manager) *resourceHealth {
+	return &resourceHealth{devices: devices, updates: make(chan []types.UID, 16)}
+}
+
+func (h *resourceHealth) Updates() <-chan []types.UID { return h.updates }
+
+func (h *resourceHealth) UpdateAllocatedResourcesStatus(pod *v1.Pod, st *v1.PodStatus) {
+	h.devices.UpdateAllocatedResourcesStatus(pod, st)
+}
+
+// forward hands the loop the pods whose devices' health changed.
+func (h *resourceHealth) forward(ctx context.Context, podUIDs []string) {
+	uids := make([]types.UID, 0, len(podUIDs))
+	for _, u := range podUIDs {
+		uids = append(uids, types.UID(u))
+	}
+	select {
+	case h.updates <- uids:
+	case <-ctx.Done():
+	}
 }
 
 // runningContainers are the containers the runtime runs now, by pod UID and name.

@@ -101,7 +101,8 @@ func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo
 		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
 		// Not ready while the node shuts down ("node is shutting down"), as upstream.
 		ReadyChecks: []func() error{plegHealth(podLEG), shutdown.ShutdownStatus}, Pressure: pressure,
-		DevicePlugins: devices.GetCapacity,
+		DevicePlugins:          devices.GetCapacity,
+		ResetExtendedResources: devices.ShouldResetExtendedResourceCapacity,
 	}
 	if cl != nil {
 		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat

@@ -145,6 +145,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	ro.DeviceOptions = deviceRunOptions(devices)
+	health := newResourceHealth(devices)
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
 		Allocations: allocations, Resize: runtime, SupportsRecursiveReadOnlyMounts: rro,
-		Tracer: tp.KubeletTracer(),
+		Tracer: tp.KubeletTracer(), ResourceHealth: health,
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
@@ -216,7 +217,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	late.loop, late.summary, late.images = k, summary, images
-	if err := startDevicePlugins(ctx, devices, k, k.AllSourcesReady, rs, node.SyncNow); err != nil {
+	if err := startDevicePlugins(ctx, devices, k, k.AllSourcesReady, rs, node.SyncNow, health); err != nil {
 		return nil, err
 	}
 	servePodResources(ctx, opts.RootDirectory, k, pods, devices, podResourcesMetrics)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ type testDevicePlugin struct {
 	resource, socket, hostFile string
 	server                     *grpc.Server
 	stop                       chan struct{}
+	// lists carries device lists to send on the open ListAndWatch streams.
+	lists chan []*pluginapi.Device
 }
 
 func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
@@ -39,6 +42,7 @@ func startTestDevicePlugin(t *testing.T) *testDevicePlugin {
 		socket:   filepath.Join(pluginapi.DevicePluginPath, "e2e-"+id+".sock"),
 		hostFile: filepath.Join(t.TempDir(), "driver"),
 		stop:     make(chan struct{}),
+		lists:    make(chan []*pluginapi.Device, 1),
 	}
 	if err := os.WriteFile(p.hostFile, []byte("driver of "+p.resource+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -100,14 +104,29 @@ func (p *testDevicePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Em
 
 func (p *testDevicePlugin) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_ListAndWatchServer) error {
 	devs := []*pluginapi.Device{{ID: "dev-1", Health: pluginapi.Healthy}, {ID: "dev-2", Health: pluginapi.Healthy}}
-	if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
-		return err
+	for {
+		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: devs}); err != nil {
+			return err
+		}
+		select {
+		case devs = <-p.lists:
+		case <-p.stop:
+			return nil
+		case <-s.Context().Done():
+			return nil
+		}
 	}
-	select {
-	case <-p.stop:
-	case <-s.Context().Done():
+}
+
+// setHealth sends the device list again with one device's health changed.
+func (p *testDevicePlugin) setHealth(id, health string) {
+	devs := []*pluginapi.Device{{ID: "dev-1", Health: pluginapi.Healthy}, {ID: "dev-2", Health: pluginapi.Healthy}}
+	for _, d := range devs {
+		if d.ID == id {
+			d.Health = health
+		}
 	}
-	return nil
+	p.lists <- devs
 }
 
 func (p *testDevicePlugin) Allocate(_ context.Context, r *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
@@ -157,8 +176,9 @@ func TestClusterDevicePlugin(t *testing.T) {
 	listed := podResourcesDevices(t, filepath.Join(c.rootDir, "pod-resources", "kubelet.sock"), c.namespace, "gpu")
 	if len(listed) != 1 || listed[0].ResourceName != p.resource || len(listed[0].DeviceIds) != 1 ||
 		!strings.Contains(env, listed[0].DeviceIds[0]) {
-		t.Errorf("pod-resources lists %v for the pod, want the device it got (%q)", listed, env)
+		t.Fatalf("pod-resources lists %v for the pod, want the device it got (%q)", listed, env)
 	}
+	checkDeviceHealth(t, c, p, listed[0].DeviceIds[0])
 
 	// kill -9 and a new nodelet: the running pod keeps its device (the checkpoint), the
 	// plugin registers again on the new socket, and the other device goes to a new pod.
@@ -214,6 +234,43 @@ func TestClusterDevicePlugin(t *testing.T) {
 		if err := c.podReady(pod); err != nil {
 			t.Errorf("device pod %s after its plugin went: %v", pod, err)
 		}
+	}
+}
+
+// checkDeviceHealth: the pod's container status reports its device's health
+// (allocatedResourcesStatus, upstream's ResourceHealthStatus), Unhealthy soon after the
+// plugin says so, with the node's allocatable one lower, and Healthy again after.
+func checkDeviceHealth(t *testing.T, c *clusterNode, p *testDevicePlugin, device string) {
+	t.Helper()
+	for _, health := range []string{pluginapi.Unhealthy, pluginapi.Healthy} {
+		p.setHealth(device, health)
+		took := eventually(t, 20*time.Second, "the device "+health+" in the pod's status", func() error {
+			pod, err := c.getPod("gpu")
+			if err != nil {
+				return err
+			}
+			want := v1.ResourceStatus{Name: v1.ResourceName(p.resource), Resources: []v1.ResourceHealth{
+				{ResourceID: v1.ResourceID(device), Health: v1.ResourceHealthStatus(health)}}}
+			if cs := pod.Status.ContainerStatuses; len(cs) != 1 || !reflect.DeepEqual(cs[0].AllocatedResourcesStatus, []v1.ResourceStatus{want}) {
+				return fmt.Errorf("container statuses %+v", cs)
+			}
+			return nil
+		})
+		t.Logf("device %s in the pod's status after %v", health, took.Round(10*time.Millisecond))
+		want := int64(2)
+		if health == pluginapi.Unhealthy {
+			want = 1
+		}
+		eventually(t, 10*time.Second, "allocatable follows the health", func() error {
+			n, err := c.node(t)
+			if err != nil {
+				return err
+			}
+			if a := n.Status.Allocatable[v1.ResourceName(p.resource)]; a.Value() != want {
+				return fmt.Errorf("allocatable %s, want %d", a.String(), want)
+			}
+			return nil
+		})
 	}
 }
 

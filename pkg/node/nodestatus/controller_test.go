@@ -219,6 +219,39 @@ func TestReconcileExistingNode(t *testing.T) {
 	}
 }
 
+// TestReconcileExistingNodeResetsExtendedResources: when the device plugins' state is
+// gone (the node was re-created), registration zeroes an existing Node's extended
+// resources and only them; otherwise they are left for the status updates.
+func TestReconcileExistingNodeResetsExtendedResources(t *testing.T) {
+	for _, reset := range []bool{true, false} {
+		t.Run(fmt.Sprint("reset=", reset), func(t *testing.T) {
+			list := v1.ResourceList{"example.com/gpu": q("2"), "cpu": q("1"), "hugepages-2Mi": q("512Mi")}
+			existing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode},
+				Status: v1.NodeStatus{Capacity: list.DeepCopy(), Allocatable: list.DeepCopy()}}
+			cs := newFakeClient(existing)
+			env := newTestController(t, testOptions(), Deps{Client: cs, ResetExtendedResources: func() bool { return reset }})
+			ctx := context.Background()
+			initial, _ := env.c.InitialNode(ctx)
+			if err := env.c.tryRegister(ctx, initial); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := getNode(cs)
+			want := q("2")
+			if reset {
+				want = q("0")
+			}
+			for _, l := range []v1.ResourceList{got.Status.Capacity, got.Status.Allocatable} {
+				if g := l["example.com/gpu"]; g.Cmp(want) != 0 {
+					t.Errorf("example.com/gpu = %s, want %s", g.String(), want.String())
+				}
+				if c := l.Cpu(); c.Cmp(q("1")) != 0 {
+					t.Errorf("cpu = %s: only extended resources are reset", c.String())
+				}
+			}
+		})
+	}
+}
+
 func TestReportFrequency(t *testing.T) {
 	cs := newFakeClient()
 	env := newTestController(t, testOptions(), Deps{Client: cs})

@@ -192,6 +192,10 @@ type Deps struct {
 	// (every device), allocatable (healthy ones) and the resources whose plugin went
 	// away for good (capacity 0 from then on, as upstream marks them).
 	DevicePlugins func() (capacity, allocatable v1.ResourceList, removed []string)
+	// ResetExtendedResources, when set, says at registration whether an existing Node's
+	// extended resources are to be zeroed (the device plugins' checkpoint is gone: the
+	// node was re-created); upstream's ShouldResetExtendedResourceCapacity.
+	ResetExtendedResources func() bool
 	// ReadyChecks are further reasons for Ready=False (PLEG health, ...): each
 	// non-nil error is listed in the condition's message after the runtime's.
 	ReadyChecks []func() error

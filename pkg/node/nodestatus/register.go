@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	nodeutil "k8s.io/component-helpers/node/util"
@@ -91,7 +92,8 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 	}
 	klog.FromContext(ctx).Info("Node was previously registered", "node", klog.KObj(node))
 	original := existing.DeepCopy()
-	if !reconcileExisting(ctx, node, existing) {
+	resetExtended := c.resetExtended != nil && c.resetExtended()
+	if !reconcileExisting(ctx, node, existing, resetExtended) {
 		return nil
 	}
 	_, _, err = nodeutil.PatchNodeStatus(c.client.CoreV1(), types.NodeName(c.opts.NodeName), original, existing)
@@ -99,13 +101,34 @@ func (c *Controller) tryRegister(ctx context.Context, node *v1.Node) error {
 }
 
 // reconcileExisting brings the kubelet-owned parts of an existing Node in line with the
-// one this kubelet would register: the attach/detach annotation, the default labels and
-// the huge page resources. It reports whether anything changed.
-func reconcileExisting(ctx context.Context, initial, existing *v1.Node) bool {
+// one this kubelet would register: the attach/detach annotation, the default labels,
+// the huge page resources and, when resetExtended (the node was re-created, its device
+// plugins' state is gone), the extended resources. It reports whether anything changed.
+func reconcileExisting(ctx context.Context, initial, existing *v1.Node, resetExtended bool) bool {
 	changed := reconcileAttachDetach(ctx, initial, existing)
 	changed = reconcileDefaultLabels(initial, existing) || changed
 	changed = reconcileDefaultResources(initial, existing) || changed
+	if resetExtended {
+		changed = zeroExtendedResources(ctx, existing) || changed
+	}
 	changed = reconcileHugePages(ctx, initial, existing) || changed
+	return changed
+}
+
+// zeroExtendedResources sets every extended resource's capacity and allocatable to 0
+// until its device plugin registers again, so that the scheduler does not place pods
+// on devices a re-created node may not have (upstream's reconcileExtendedResource).
+func zeroExtendedResources(ctx context.Context, node *v1.Node) bool {
+	changed := false
+	for name := range node.Status.Capacity {
+		if !isExtendedResource(name) {
+			continue
+		}
+		klog.FromContext(ctx).Info("Zero out resource capacity in existing node", "resourceName", name, "node", klog.KObj(node))
+		node.Status.Capacity[name] = *resource.NewQuantity(0, resource.DecimalSI)
+		node.Status.Allocatable[name] = *resource.NewQuantity(0, resource.DecimalSI)
+		changed = true
+	}
 	return changed
 }
 

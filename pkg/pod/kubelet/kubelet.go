@@ -80,6 +80,15 @@ type ResizeRuntime interface {
 	ActuatedContainerResources(uid types.UID, name string) (v1.ResourceRequirements, bool)
 }
 
+// ResourceHealth is what the device plugins and DRA drivers say of the health of the
+// devices allocated to containers (upstream's ResourceHealthStatus, beta and on by default).
+type ResourceHealth interface {
+	// UpdateAllocatedResourcesStatus fills the containers' allocatedResourcesStatus.
+	UpdateAllocatedResourcesStatus(pod *v1.Pod, status *v1.PodStatus)
+	// Updates names the pods whose devices' health changed.
+	Updates() <-chan []types.UID
+}
+
 // MirrorClient creates and deletes the API server's mirror pods of static pods (cluster
 // mode; nil standalone).
 type MirrorClient interface {
@@ -161,6 +170,8 @@ type Deps struct {
 	Allocations *allocation.Store
 	// Resize tracks in-place resizes in the runtime; nil reports none in progress.
 	Resize ResizeRuntime
+	// ResourceHealth may be nil: no container reports allocatedResourcesStatus.
+	ResourceHealth ResourceHealth
 	// Tracer starts the pod sync spans (syncPod, syncTerminatingPod, syncTerminatedPod);
 	// nil traces nothing.
 	Tracer trace.Tracer

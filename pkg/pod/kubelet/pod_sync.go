@@ -314,6 +314,9 @@ func (k *Kubelet) generateStatusFrom(pod *v1.Pod, ps *container.PodStatus, old v
 		ActuatedResources: k.actuatedResources(pod.UID),
 		PodCgroup:         k.deps.Cgroups,
 	})
+	if k.deps.ResourceHealth != nil {
+		k.deps.ResourceHealth.UpdateAllocatedResourcesStatus(pod, &st)
+	}
 	// The first readiness probe of a container that has just started runs now, not at the
 	// worker's next tick.
 	k.deps.Prober.TriggerReadinessProbes(pod, &st)

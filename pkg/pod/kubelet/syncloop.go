@@ -88,10 +88,35 @@ func (k *Kubelet) syncLoopIteration(ctx context.Context, updates <-chan podUpdat
 	case u := <-k.deps.Startup.Updates():
 		k.deps.Status.SetContainerStartup(u.PodUID, u.ContainerID, u.Result == results.Success)
 		k.handleProbeSync(u, "startup", resultWord(u.Result))
+	case uids := <-k.resourceHealthUpdates():
+		k.handleResourceHealthSync(uids)
 	case <-housekeepingCh:
 		k.housekeeper.run(ctx)
 	}
 	return true
+}
+
+// resourceHealthUpdates is nil (never ready) without device health reports.
+func (k *Kubelet) resourceHealthUpdates() <-chan []types.UID {
+	if k.deps.ResourceHealth == nil {
+		return nil
+	}
+	return k.deps.ResourceHealth.Updates()
+}
+
+// handleResourceHealthSync syncs the pods whose devices' health changed, so that their
+// status reports it (upstream's containerManager.Updates case).
+func (k *Kubelet) handleResourceHealthSync(uids []types.UID) {
+	var pods []*v1.Pod
+	for _, uid := range uids {
+		if pod, ok := k.pods.GetPodByUID(uid); ok {
+			pods = append(pods, pod)
+		}
+	}
+	if len(pods) > 0 {
+		klog.V(2).InfoS("SyncLoop (containermanager): event for pods", "pods", klog.KObjSlice(pods))
+		k.handlePodSyncs(pods)
+	}
 }
 
 func resultWord(r results.Result) string {
