@@ -236,6 +236,13 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 	if n := len(after.RunningContainerStatuses()); n > 0 {
 		return fmt.Errorf("pod %q still has %d running containers after kill", klog.KObj(pod), n)
 	}
+	// Claims are released after the last container stopped and before the final status
+	// reaches the API server, where it lets the claims be deallocated (as upstream).
+	if k.deps.DynamicResources != nil {
+		if err := k.deps.DynamicResources.UnprepareResources(ctx, pod); err != nil {
+			return err
+		}
+	}
 	k.deps.Cache.Set(pod.UID, after, nil, k.deps.Clock.Now())
 	final := k.generateStatus(pod, after, true)
 	if statusFn != nil {

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -42,22 +43,43 @@ func TestResourceHealthInStatusAndSyncs(t *testing.T) {
 	}
 
 	k.handlePodAdditions([]*v1.Pod{pod})
-	eventually(t, "the pod's first sync", func() bool { return syncCount(rt, pod.UID) == 1 })
+	eventually(t, "the pod's first sync", func() bool { return rt.syncCount(pod.UID) == 1 })
 	health.updates <- []types.UID{"unknown", pod.UID}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	k.syncLoopIteration(ctx, nil, nil, nil)
-	eventually(t, "a sync for the health change", func() bool { return syncCount(rt, pod.UID) == 2 })
+	eventually(t, "a sync for the health change", func() bool { return rt.syncCount(pod.UID) == 2 })
 }
 
-func syncCount(rt *fakeRuntime, uid types.UID) int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	n := 0
-	for _, u := range rt.synced {
-		if u == uid {
-			n++
-		}
+type fakeDynamicResources struct {
+	unprepared []types.UID
+	err        error
+}
+
+func (f *fakeDynamicResources) UnprepareResources(_ context.Context, pod *v1.Pod) error {
+	f.unprepared = append(f.unprepared, pod.UID)
+	return f.err
+}
+
+// TestTerminatingPodUnpreparesClaims: a stopping pod's claims are released once its
+// containers stopped, and a failure to release them fails the termination (retried), so
+// the final status that lets the claims be deallocated is not published yet.
+func TestTerminatingPodUnpreparesClaims(t *testing.T) {
+	ready := true
+	k := newTestKubelet(&fakeRuntime{}, &fakeVolumes{}, &ready)
+	dra := &fakeDynamicResources{err: errors.New("driver gone")}
+	k.deps.DynamicResources = dra
+	pod := testPod("p1", "claims")
+	ctx := context.Background()
+	ps := &container.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
+	if err := k.SyncTerminatingPod(ctx, pod, ps, nil, nil); err == nil {
+		t.Fatal("termination succeeded though the claims were not released")
 	}
-	return n
+	dra.err = nil
+	if err := k.SyncTerminatingPod(ctx, pod, ps, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(dra.unprepared) != 2 || dra.unprepared[1] != pod.UID {
+		t.Errorf("unprepared %v", dra.unprepared)
+	}
 }

@@ -1,6 +1,7 @@
 package kuberuntime
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -14,21 +15,28 @@ import (
 // cannot be prepared before its sandbox is created.
 const eventFailedPrepareDynamicResources = "FailedPrepareDynamicResources"
 
-// prepareDynamicResources stands where upstream prepares a pod's DRA resource claims,
-// before the sandbox. nodelet has no DRA drivers yet, so a pod that claims devices is not
-// started: running it without them would be silently wrong. Like upstream when a
-// claim's driver is not registered, the pod stays pending with a warning event and the
-// sync is retried.
-func (m *Manager) prepareDynamicResources(pod *v1.Pod, result *container.PodSyncResult) bool {
-	if len(pod.Spec.ResourceClaims) == 0 {
+// prepareDynamicResources prepares the pod's DRA resource claims before its sandbox, as
+// upstream: a claim that is not allocated or reserved for the pod, or whose driver is
+// not registered, keeps the pod pending with a warning event, and the sync is retried.
+// Without a DRA manager a pod that claims devices is not started: running it without
+// them would be silently wrong.
+func (m *Manager) prepareDynamicResources(ctx context.Context, pod *v1.Pod, result *container.PodSyncResult) bool {
+	if len(pod.Spec.ResourceClaims) == 0 && pod.Status.ExtendedResourceClaimStatus == nil {
 		return true
 	}
-	names := make([]string, 0, len(pod.Spec.ResourceClaims))
-	for _, c := range pod.Spec.ResourceClaims {
-		names = append(names, c.Name)
+	var err error
+	if m.opts.PrepareDynamicResources == nil {
+		names := make([]string, 0, len(pod.Spec.ResourceClaims))
+		for _, c := range pod.Spec.ResourceClaims {
+			names = append(names, c.Name)
+		}
+		err = fmt.Errorf("resource claims %s need a DRA driver, and this nodelet runs none", strings.Join(names, ", "))
+	} else {
+		err = m.opts.PrepareDynamicResources(ctx, pod)
 	}
-	err := fmt.Errorf("prepare dynamic resources: resource claims %s need a DRA driver, and nodelet does not run DRA drivers yet",
-		strings.Join(names, ", "))
+	if err == nil {
+		return true
+	}
 	m.recordPodEvent(pod, v1.EventTypeWarning, eventFailedPrepareDynamicResources, "Failed to prepare dynamic resources: %v", err)
 	klog.ErrorS(err, "Failed to prepare dynamic resources", "pod", klog.KObj(pod))
 	result.Fail(err)

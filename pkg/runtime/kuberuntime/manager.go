@@ -104,6 +104,10 @@ type Options struct {
 	// (upstream's device manager run options); nil: no device plugins. An error fails
 	// the container's start (CreateContainerConfigError).
 	DeviceOptions func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error)
+	// PrepareDynamicResources prepares a pod's DRA resource claims with their drivers
+	// before its sandbox is created (upstream's runtimeHelper.PrepareDynamicResources);
+	// nil: a pod with claims is not started.
+	PrepareDynamicResources func(ctx context.Context, pod *v1.Pod) error
 	// RuntimeClasses resolves a pod's runtimeClassName to the handler its sandbox runs
 	// with; nil runs every pod under the runtime's default handler.
 	RuntimeClasses RuntimeClassLookup

@@ -142,7 +142,7 @@ func (m *Manager) canMountVolumes(pod *v1.Pod, result *container.PodSyncResult) 
 
 // createSandboxForSync runs step 4: a new sandbox and its IPs; ok=false when SyncPod must stop.
 func (m *Manager) createSandboxForSync(ctx context.Context, pod *v1.Pod, attempt uint32, result *container.PodSyncResult) (string, []string, bool) {
-	if !m.prepareDynamicResources(pod, result) {
+	if !m.prepareDynamicResources(ctx, pod, result) {
 		return "", nil, false
 	}
 	klog.V(4).InfoS("Creating PodSandbox for pod", "pod", klog.KObj(pod))
