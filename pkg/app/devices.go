@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -12,6 +15,8 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/api/podresources"
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
+	"github.com/nodelet/nodelet/pkg/node/dra"
+	"github.com/nodelet/nodelet/pkg/node/pluginwatcher"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
@@ -25,6 +30,58 @@ var podResourcesMetrics = podresources.NewMetrics()
 // (/var/lib/kubelet/device-plugins whatever --root-dir is: that is where plugins look).
 func newDevicePlugins() (*deviceplugin.Manager, error) {
 	return deviceplugin.New(deviceplugin.Options{Dir: deviceplugin.DefaultDir})
+}
+
+// newDRA builds the DRA manager, its checkpoint under the root directory as upstream's.
+// Standalone it has no API client: a pod with resource claims is then refused with that
+// reason when its sandbox would be created.
+func newDRA(rootDir, nodeName string, cl *cluster, reg prometheus.Registerer) (*dra.Manager, error) {
+	o := dra.Options{StateDir: rootDir, NodeName: nodeName}
+	if cl != nil {
+		o.Client = cl.clients.Kube
+	}
+	m, err := dra.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("failed to initialize the DRA manager: %w", err)
+	}
+	for _, c := range m.Collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// startDRA starts the DRA manager's reconcile loop and forwards its health reports. Its
+// plugin handler must be registered with the plugin watcher only after this (the start
+// wipes the node's stale ResourceSlices first).
+func startDRA(ctx context.Context, m *dra.Manager, loop *kubelet.Kubelet, health *resourceHealth) error {
+	if err := m.Start(ctx, loop.ActivePods, loop.AllSourcesReady); err != nil {
+		return err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u := <-m.Updates():
+				health.forward(ctx, u.PodUIDs)
+			}
+		}
+	}()
+	return nil
+}
+
+// startPluginWatcher watches <root-dir>/plugins_registry for the sockets of node plugins
+// (DRA drivers; CSI drivers later) and registers each with the handler of its type.
+// Like upstream's plugin manager it starts at once, not waiting for the pod sources.
+func startPluginWatcher(ctx context.Context, rootDir string, claims *dra.Manager, reg prometheus.Registerer) error {
+	w := pluginwatcher.New(filepath.Join(rootDir, pluginwatcher.RegistryDirName))
+	w.AddHandler(dra.PluginType, claims.PluginHandler())
+	if err := reg.Register(w.Collector()); err != nil {
+		return err
+	}
+	return w.Run(ctx, nil)
 }
 
 // startDevicePlugins serves the plugins' registration socket and keeps the node status
@@ -51,22 +108,24 @@ func startDevicePlugins(ctx context.Context, m *deviceplugin.Manager, loop *kube
 	return nil
 }
 
-// resourceHealth joins what the device plugins say of their devices' health for the
-// loop: in the containers' allocatedResourcesStatus, and a sync of the pods concerned
-// when it changes.
+// resourceHealth joins what the device plugins and the DRA drivers say of their devices'
+// health for the loop: in the containers' allocatedResourcesStatus, and a sync of the
+// pods concerned when it changes.
 type resourceHealth struct {
 	devices *deviceplugin.Manager
+	dra     *dra.Manager
 	updates chan []types.UID
 }
 
-func newResourceHealth(devices *deviceplugin.Manager) *resourceHealth {
-	return &resourceHealth{devices: devices, updates: make(chan []types.UID, 16)}
+func newResourceHealth(devices *deviceplugin.Manager, d *dra.Manager) *resourceHealth {
+	return &resourceHealth{devices: devices, dra: d, updates: make(chan []types.UID, 16)}
 }
 
 func (h *resourceHealth) Updates() <-chan []types.UID { return h.updates }
 
 func (h *resourceHealth) UpdateAllocatedResourcesStatus(pod *v1.Pod, st *v1.PodStatus) {
 	h.devices.UpdateAllocatedResourcesStatus(pod, st)
+	h.dra.UpdateAllocatedResourcesStatus(pod, st)
 }
 
 // forward hands the loop the pods whose devices' health changed.
@@ -96,38 +155,58 @@ func runningContainers(ctx context.Context, rs internalapi.RuntimeService) []dev
 	return keys
 }
 
-// deviceRunOptions turns a container's allocated devices into what the CRI config takes.
-func deviceRunOptions(m *deviceplugin.Manager) func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
+// deviceRunOptions turns a container's devices into what the CRI config takes: those the
+// device plugins allocated to it, and the CDI devices of its prepared DRA claims.
+func deviceRunOptions(m *deviceplugin.Manager, claims *dra.Manager) func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
 	return func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
-		o, err := m.GetDeviceRunContainerOptions(ctx, pod, c)
-		if err != nil || o == nil {
+		d, err := pluginDeviceOptions(ctx, m, pod, c)
+		if err != nil {
 			return nil, err
 		}
-		d := &criconfig.DeviceOptions{Annotations: map[string]string{}}
-		for _, e := range o.Envs {
-			d.Envs = append(d.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		cdi, err := claims.GetResources(pod, c)
+		if err != nil {
+			return nil, err
 		}
-		for _, mnt := range o.Mounts {
-			d.Mounts = append(d.Mounts, &runtimeapi.Mount{ContainerPath: mnt.ContainerPath, HostPath: mnt.HostPath, Readonly: mnt.ReadOnly})
+		if len(cdi) > 0 && d == nil {
+			d = &criconfig.DeviceOptions{}
 		}
-		for _, dev := range o.Devices {
-			d.Devices = append(d.Devices, &runtimeapi.Device{HostPath: dev.PathOnHost, ContainerPath: dev.PathInContainer, Permissions: dev.Permissions})
-		}
-		for _, cdi := range o.CDIDevices {
-			d.CDIDevices = append(d.CDIDevices, &runtimeapi.CDIDevice{Name: cdi.Name})
-		}
-		for _, a := range o.Annotations {
-			d.Annotations[a.Name] = a.Value
+		for _, name := range cdi {
+			d.CDIDevices = append(d.CDIDevices, &runtimeapi.CDIDevice{Name: name})
 		}
 		return d, nil
 	}
 }
 
+// pluginDeviceOptions are the device plugins' allocation for the container (nil: none).
+func pluginDeviceOptions(ctx context.Context, m *deviceplugin.Manager, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error) {
+	o, err := m.GetDeviceRunContainerOptions(ctx, pod, c)
+	if err != nil || o == nil {
+		return nil, err
+	}
+	d := &criconfig.DeviceOptions{Annotations: map[string]string{}}
+	for _, e := range o.Envs {
+		d.Envs = append(d.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	for _, mnt := range o.Mounts {
+		d.Mounts = append(d.Mounts, &runtimeapi.Mount{ContainerPath: mnt.ContainerPath, HostPath: mnt.HostPath, Readonly: mnt.ReadOnly})
+	}
+	for _, dev := range o.Devices {
+		d.Devices = append(d.Devices, &runtimeapi.Device{HostPath: dev.PathOnHost, ContainerPath: dev.PathInContainer, Permissions: dev.Permissions})
+	}
+	for _, cdi := range o.CDIDevices {
+		d.CDIDevices = append(d.CDIDevices, &runtimeapi.CDIDevice{Name: cdi.Name})
+	}
+	for _, a := range o.Annotations {
+		d.Annotations[a.Name] = a.Value
+	}
+	return d, nil
+}
+
 // servePodResources serves the pod-resources API on <root-dir>/pod-resources/kubelet.sock
-// (monitoring agents read the devices of each container there) until ctx ends.
-func servePodResources(ctx context.Context, rootDir string, loop *kubelet.Kubelet, pods *podmanager.Manager, devices *deviceplugin.Manager, metrics *podresources.Metrics) {
+// (monitoring agents read the devices and claims of each container there) until ctx ends.
+func servePodResources(ctx context.Context, rootDir string, loop *kubelet.Kubelet, pods *podmanager.Manager, devices *deviceplugin.Manager, claims *dra.Manager, metrics *podresources.Metrics) {
 	cfg := podresources.Config{
-		Providers: podresources.Providers{Pods: podsProvider{loop, pods}, Devices: devicesProvider{devices}},
+		Providers: podresources.Providers{Pods: podsProvider{loop, pods}, Devices: devicesProvider{devices}, DynamicResources: claims},
 		Options:   podresources.DefaultOptions(), Metrics: metrics,
 	}
 	go func() {

@@ -144,8 +144,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return nil, err
 	}
-	ro.DeviceOptions = deviceRunOptions(devices)
-	health := newResourceHealth(devices)
+	claims, err := newDRA(opts.RootDirectory, nodeName, cl, registries.Kubelet)
+	if err != nil {
+		return nil, err
+	}
+	ro.DeviceOptions = deviceRunOptions(devices, claims)
+	ro.PrepareDynamicResources = claims.PrepareResources
+	health := newResourceHealth(devices, claims)
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
 		return nil, err
@@ -192,7 +197,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
 		Allocations: allocations, Resize: runtime, SupportsRecursiveReadOnlyMounts: rro,
-		Tracer: tp.KubeletTracer(), ResourceHealth: health,
+		Tracer: tp.KubeletTracer(), ResourceHealth: health, DynamicResources: claims,
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
@@ -220,7 +225,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := startDevicePlugins(ctx, devices, k, k.AllSourcesReady, rs, node.SyncNow, health); err != nil {
 		return nil, err
 	}
-	servePodResources(ctx, opts.RootDirectory, k, pods, devices, podResourcesMetrics)
+	if err := startDRA(ctx, claims, k, health); err != nil {
+		return nil, err
+	}
+	if err := startPluginWatcher(ctx, opts.RootDirectory, claims, registries.Kubelet); err != nil {
+		return nil, err
+	}
+	servePodResources(ctx, opts.RootDirectory, k, pods, devices, claims, podResourcesMetrics)
 	evictions.Start(ctx)
 	if err := shutdown.Start(); err != nil {
 		// As upstream: the node runs on without graceful shutdown.

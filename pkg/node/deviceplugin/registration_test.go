@@ -14,6 +14,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin/checkpoint"
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 func TestIsExtendedResourceName(t *testing.T) {
@@ -30,8 +31,8 @@ func TestIsExtendedResourceName(t *testing.T) {
 		"example_com/gpu":                        false,
 		"example.com/" + strings.Repeat("a", 64): false,
 	} {
-		if got := isExtendedResourceName(name); got != want {
-			t.Errorf("isExtendedResourceName(%q) = %v, want %v", name, got, want)
+		if got := resourcename.IsExtended(v1.ResourceName(name)); got != want {
+			t.Errorf("IsExtended(%q) = %v, want %v", name, got, want)
 		}
 	}
 }

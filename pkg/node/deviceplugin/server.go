@@ -11,8 +11,11 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 // registrationServer serves the Registration service on kubelet.sock and keeps the
@@ -136,7 +139,7 @@ func (s *registrationServer) Register(ctx context.Context, r *pluginapi.Register
 		logger.Error(err, "Bad registration request from device plugin with resource", "resourceName", r.ResourceName)
 		return &pluginapi.Empty{}, err
 	}
-	if !isExtendedResourceName(r.ResourceName) {
+	if !resourcename.IsExtended(v1.ResourceName(r.ResourceName)) {
 		err := fmt.Errorf("the ResourceName %q is invalid", r.ResourceName)
 		logger.Error(err, "Bad registration request from device plugin")
 		return &pluginapi.Empty{}, err

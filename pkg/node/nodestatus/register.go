@@ -12,6 +12,8 @@ import (
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
+
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 // Registration back-off: upstream waits 100ms before the first attempt and doubles the
@@ -121,7 +123,7 @@ func reconcileExisting(ctx context.Context, initial, existing *v1.Node, resetExt
 func zeroExtendedResources(ctx context.Context, node *v1.Node) bool {
 	changed := false
 	for name := range node.Status.Capacity {
-		if !isExtendedResource(name) {
+		if !resourcename.IsExtended(name) {
 			continue
 		}
 		klog.FromContext(ctx).Info("Zero out resource capacity in existing node", "resourceName", name, "node", klog.KObj(node))

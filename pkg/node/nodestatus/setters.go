@@ -6,15 +6,14 @@ import (
 	"net"
 	goruntime "runtime"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodelet/nodelet/pkg/resourcename"
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
@@ -223,7 +222,7 @@ func (c *Controller) setAllocatable(node *v1.Node, machineCap v1.ResourceList) {
 		node.Status.Allocatable = v1.ResourceList{}
 	}
 	for name := range node.Status.Allocatable {
-		if _, ok := node.Status.Capacity[name]; !ok && isExtendedResource(name) {
+		if _, ok := node.Status.Capacity[name]; !ok && resourcename.IsExtended(name) {
 			delete(node.Status.Allocatable, name)
 		}
 	}
@@ -231,17 +230,6 @@ func (c *Controller) setAllocatable(node *v1.Node, machineCap v1.ResourceList) {
 	for name, q := range allocatable(node.Status.Capacity, reserved) {
 		node.Status.Allocatable[name] = q
 	}
-}
-
-// isExtendedResource is a resource outside the kubernetes.io domain, such as a device
-// plugin's "example.com/gpu".
-func isExtendedResource(name v1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, v1.ResourceDefaultNamespacePrefix) ||
-		strings.HasPrefix(s, v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+s)) == 0
 }
 
 // setVersionInfo sets the kernel, OS image, runtime and kubelet versions.

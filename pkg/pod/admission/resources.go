@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 // amounts are resource quantities in the units the fit check compares: millicores for
@@ -94,11 +94,11 @@ func resourceFailures(pod *v1.Pod, others []*v1.Pod, node *v1.Node) []failure {
 // therefore admitted. Overhead and pod-level resources are left alone, as upstream.
 func withoutMissingExtendedResources(pod *v1.Pod, node *v1.Node) *v1.Pod {
 	drop := func(name v1.ResourceName, container string) bool {
-		if isDRAExtendedResource(name) && backedByDRA(pod, name, container) {
+		if resourcename.IsDRAExtended(name) && backedByDRA(pod, name, container) {
 			return true
 		}
 		_, onNode := node.Status.Allocatable[name]
-		return isExtendedResource(name) && !onNode
+		return resourcename.IsExtended(name) && !onNode
 	}
 	filter := func(containers []v1.Container) {
 		for i := range containers {
@@ -132,28 +132,8 @@ func backedByDRA(pod *v1.Pod, name v1.ResourceName, container string) bool {
 	return false
 }
 
-// isNativeResource: unprefixed names and names in the kubernetes.io/ domains.
-func isNativeResource(name v1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix)
-}
-
-// isExtendedResource: a domain-prefixed name outside kubernetes.io that is a valid quota
-// name once prefixed with "requests.".
-func isExtendedResource(name v1.ResourceName) bool {
-	if isNativeResource(name) || strings.HasPrefix(string(name), v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+string(name))) == 0
-}
-
-// isDRAExtendedResource: an extended resource, or the implicit one DRA derives from a
-// device class name.
-func isDRAExtendedResource(name v1.ResourceName) bool {
-	return isExtendedResource(name) || strings.HasPrefix(string(name), resourcev1.ResourceDeviceClassPrefix)
-}
-
 func isScalarResource(name v1.ResourceName) bool {
-	return isExtendedResource(name) ||
+	return resourcename.IsExtended(name) ||
 		strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) ||
 		strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix) ||
 		strings.HasPrefix(string(name), v1.ResourceAttachableVolumesPrefix)

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 func TestResourceFit(t *testing.T) {
@@ -136,7 +138,7 @@ func TestResourceNameClasses(t *testing.T) {
 		{"requests.example.com/x", false, false},
 		{"example.com/bad name", false, false},
 	} {
-		if got := isExtendedResource(tc.name); got != tc.extended {
+		if got := resourcename.IsExtended(tc.name); got != tc.extended {
 			t.Errorf("isExtendedResource(%s) = %v", tc.name, got)
 		}
 		if got := isScalarResource(tc.name); got != tc.scalar {

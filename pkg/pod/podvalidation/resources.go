@@ -10,6 +10,8 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodelet/nodelet/pkg/resourcename"
 )
 
 // validateResources checks resource names and quantities and that each request fits its
@@ -63,7 +65,7 @@ func validateQuantity(name v1.ResourceName, qty resource.Quantity, fldPath *fiel
 	if qty.Cmp(resource.Quantity{}) < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, qty.String(), apivalidation.IsNegativeErrorMsg))
 	}
-	if isExtendedResource(name) && qty.MilliValue()%1000 != 0 {
+	if resourcename.IsExtended(name) && qty.MilliValue()%1000 != 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath, qty, "must be an integer"))
 	}
 	return allErrs
@@ -95,7 +97,7 @@ func validateContainerResourceName(name v1.ResourceName, fldPath *field.Path) fi
 		}
 		return nil
 	}
-	if !isNativeResource(name) && !isExtendedResource(name) {
+	if !resourcename.IsNative(name) && !resourcename.IsExtended(name) {
 		return field.ErrorList{field.Invalid(fldPath, s, "doesn't follow extended resource name standard")}
 	}
 	return nil
@@ -105,23 +107,8 @@ func isHugePages(name v1.ResourceName) bool {
 	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
 }
 
-// isNativeResource: unprefixed or in the kubernetes.io domain.
-func isNativeResource(name v1.ResourceName) bool {
-	s := string(name)
-	return !strings.Contains(s, "/") || strings.Contains(s, "kubernetes.io/")
-}
-
-// isExtendedResource: a fully qualified, non-native name such as example.com/gpu.
-func isExtendedResource(name v1.ResourceName) bool {
-	s := string(name)
-	if isNativeResource(name) || strings.HasPrefix(s, "requests.") {
-		return false
-	}
-	return len(validateQualifiedName("requests."+s, field.NewPath("x"))) == 0
-}
-
 func overcommitAllowed(name v1.ResourceName) bool {
-	return isNativeResource(name) && !isHugePages(name)
+	return resourcename.IsNative(name) && !isHugePages(name)
 }
 
 func sortedNames(list v1.ResourceList) []v1.ResourceName {
