@@ -208,7 +208,7 @@ func TestClusterDRA(t *testing.T) {
 	}
 }
 
-// checkPodResourcesClaim: the pod-resources API lists the claim (driver, pool, device
+// checkPodResourcesClaim: the pod-resources API (List) lists the claim (driver, pool, device
 // and CDI device) and the device-plugin device for the claiming container.
 func checkPodResourcesClaim(t *testing.T, socket string, c *clusterNode, claim, driver string) {
 	t.Helper()
@@ -219,11 +219,20 @@ func checkPodResourcesClaim(t *testing.T, socket string, c *clusterNode, claim, 
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodName: "dra", PodNamespace: c.namespace})
+	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
-		t.Fatalf("pod-resources Get: %v", err)
+		t.Fatalf("pod-resources List: %v", err)
 	}
-	for _, ctr := range resp.PodResources.Containers {
+	var pod *podresourcesv1.PodResources
+	for _, p := range resp.PodResources {
+		if p.Namespace == c.namespace && p.Name == "dra" {
+			pod = p
+		}
+	}
+	if pod == nil {
+		t.Fatalf("pod-resources List has no %s/dra", c.namespace)
+	}
+	for _, ctr := range pod.Containers {
 		if ctr.Name != "main" {
 			if len(ctr.DynamicResources)+len(ctr.Devices) > 0 {
 				t.Errorf("container %s lists %v and %v", ctr.Name, ctr.DynamicResources, ctr.Devices)
@@ -247,7 +256,7 @@ func checkPodResourcesClaim(t *testing.T, socket string, c *clusterNode, claim, 
 		}
 		return
 	}
-	t.Errorf("pod-resources Get has no container main: %v", resp.PodResources)
+	t.Errorf("pod-resources List has no container main: %v", pod)
 }
 
 // checkUnallocatedClaimWaits: a pod bound to the node (no scheduler) with a claim nobody
