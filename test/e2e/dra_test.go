@@ -35,40 +35,51 @@ type draDriver struct {
 	name string
 }
 
-func startDRADriver(t *testing.T, c *clusterNode) *draDriver {
+func startDRADriver(t *testing.T, c *clusterNode, rootDir string) *draDriver {
 	t.Helper()
 	if err := os.MkdirAll("/var/run/cdi", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	name := c.namespace + ".test-driver.cdi.k8s.io"
 	// The driver's DaemonSet would mount its data directory (DirectoryOrCreate).
-	if err := os.MkdirAll(filepath.Join(c.rootDir, "plugins", name), 0o750); err != nil {
+	if err := os.MkdirAll(filepath.Join(rootDir, "plugins", name), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	p := startUpstreamTool(t, "test-driver", nil, "--kubeconfig="+os.Getenv("KUBECONFIG"),
 		"--drivername="+name, "-v=6", "kubelet-plugin", "--node-name="+c.name,
-		"--plugin-registration-path="+filepath.Join(c.rootDir, "plugins_registry"),
-		"--datadir="+filepath.Join(c.rootDir, "plugins"), "--cdi-dir=/var/run/cdi", "--num-devices=2")
+		"--plugin-registration-path="+filepath.Join(rootDir, "plugins_registry"),
+		"--datadir="+filepath.Join(rootDir, "plugins"), "--cdi-dir=/var/run/cdi", "--num-devices=2")
 	d := &draDriver{toolProcess: p, name: name}
 	t.Cleanup(func() { d.removeFromAPI(t, c) })
-	took := eventually(t, 20*time.Second, "the DRA driver registered with nodelet", func() error {
-		for _, line := range strings.Split(p.out.String(), "\n") {
-			if strings.Contains(line, "NotifyRegistrationStatus") && strings.Contains(line, "handling request") {
+	took := d.waitRegistered(t, 1)
+	t.Logf("DRA driver registered %v after it started", took.Round(10*time.Millisecond))
+	return d
+}
+
+// waitRegistered waits until the kubelet has told the driver n times that it is
+// registered (once per kubelet that found its socket).
+func (d *draDriver) waitRegistered(t *testing.T, n int) time.Duration {
+	t.Helper()
+	return eventually(t, 20*time.Second, "the DRA driver registered with the kubelet", func() error {
+		seen := 0
+		for _, line := range strings.Split(d.out.String(), "\n") {
+			if strings.Contains(line, "NotifyRegistrationStatus") && strings.Contains(line, `"handling request"`) {
 				if !strings.Contains(line, "plugin_registered:true") {
 					return fmt.Errorf("registration refused: %s", line)
 				}
-				return nil
+				seen++
 			}
 		}
 		select {
-		case <-p.done:
-			t.Fatalf("the DRA driver exited:\n%s", p.out.String())
+		case <-d.done:
+			t.Fatalf("the DRA driver exited:\n%s", d.out.String())
 		default:
 		}
-		return fmt.Errorf("no registration status yet")
+		if seen < n {
+			return fmt.Errorf("%d registrations, want %d", seen, n)
+		}
+		return nil
 	})
-	t.Logf("DRA driver registered %v after it started", took.Round(10*time.Millisecond))
-	return d
 }
 
 // removeFromAPI deletes the device class and the driver's slices the test created.
@@ -155,7 +166,7 @@ func TestClusterDRA(t *testing.T) {
 	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
 	startSampleDevicePlugin(t, "")
 	c.waitSampleAllocatable(t, 20*time.Second, 2)
-	d := startDRADriver(t, c)
+	d := startDRADriver(t, c, c.rootDir)
 	createDRAObjects(t, c, d.name)
 
 	created := c.createPod(t, c.draPod("dra"))
@@ -328,4 +339,48 @@ func (c *clusterNode) sandboxesOf(t *testing.T, pod string) []string {
 		ids = append(ids, sb.Id)
 	}
 	return ids
+}
+
+// TestClusterSwitchDRA moves a node with prepared DRA claims between upstream's kubelet
+// and nodelet, each reading the claims the other prepared from dra_manager_state: a pod
+// whose claim upstream's kubelet prepared runs on under nodelet, which neither restarts
+// it nor prepares its claim again and unprepares the claim when the pod is deleted; a
+// pod nodelet prepared runs on under upstream's kubelet, which unprepares its claim at
+// deletion. Containerd 1.6 ignores the claims' CDI devices; the claims' preparation is
+// what is switched.
+func TestClusterSwitchDRA(t *testing.T) {
+	c, sw, root := newClusterSwitch(t)
+	sw.start(upstream)
+	eventually(t, 60*time.Second, "node Ready under upstream's kubelet", func() error { return c.nodeReady(t) })
+	d := startDRADriver(t, c, root)
+	createDRAObjects(t, c, d.name)
+	registrations := 1
+
+	for i, next := range []string{nodeletK, upstream} {
+		name := fmt.Sprintf("claims-%d", i)
+		pod := c.draPod(name)
+		pod.Spec.Containers[0].Resources.Limits = nil
+		c.createPod(t, pod)
+		eventually(t, 90*time.Second, name+" Ready", func() error { return c.podReady(name) })
+		if n := d.calls("NodePrepareResources"); n != i+1 {
+			t.Fatalf("NodePrepareResources called %d times, want %d", n, i+1)
+		}
+		before := sw.waitRunning(2, 60*time.Second)
+		sw.switchTo(next, before)
+		registrations++
+		d.waitRegistered(t, registrations)
+		if n := d.calls("NodePrepareResources"); n != i+1 {
+			t.Errorf("%s prepared the claim again: NodePrepareResources called %d times", next, n)
+		}
+		if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, name+" gone under "+next, func() error { return c.podGone(name) })
+		if n := d.calls("NodeUnprepareResources"); n != i+1 {
+			t.Errorf("%s: NodeUnprepareResources called %d times, want %d", next, n, i+1)
+		}
+	}
+	if specs := d.cdiSpecs(t); len(specs) != 0 {
+		t.Errorf("CDI specs left after the claims were unprepared: %v", specs)
+	}
 }

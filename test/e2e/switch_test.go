@@ -199,41 +199,8 @@ func checkLogsContinue(t *testing.T, logs, node string) {
 // stay Ready throughout; the device pod keeps its device; and each new kubelet carries
 // on: a configMap edit reaches the pod's volume and a new pod starts.
 func TestClusterSwitch(t *testing.T) {
-	id := string(uuid.NewUUID())[:8]
-	c := &clusterNode{name: "sw-" + id, namespace: "sw-" + id, admin: adminClient(t)}
-	dir := t.TempDir()
-	root, logs := filepath.Join(dir, "root"), filepath.Join(dir, "logs")
-	c.manifests = filepath.Join(dir, "manifests")
-	for _, d := range []string{root, c.manifests, logs} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c, sw, root := newClusterSwitch(t)
 	c.writeManifest(t, "web.yaml", switchStaticPods(c.name)["web.yaml"])
-	endpoint := nodeletEndpoint(t)
-	// syncFrequency 10s: a configMap edit reaches a pod's volume at its next resync, under
-	// either kubelet; the default minute would make the test wait for it twice.
-	config := switchConfig(endpoint, c.name, c.manifests, logs, freePort(t), fmt.Sprintf(`port: %d
-readOnlyPort: 0
-syncFrequency: 10s
-authentication:
-  x509:
-    clientCAFile: %s
-`, freePort(t), filepath.Join(cpDir(t), "pki", "ca.crt")))
-	configPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	makeCgroupRoot(t, c.name)
-	t.Cleanup(func() { unmountRootDir(t, root) })
-	args := []string{"--config=" + configPath, "--root-dir=" + root, "--hostname-override=" + c.name,
-		"--kubeconfig=" + filepath.Join(dir, "kubelet.kubeconfig"), "--cert-dir=" + filepath.Join(root, "pki"),
-		"--bootstrap-kubeconfig=" + filepath.Join(cpDir(t), "bootstrap-kubeconfig"), "--v=2"}
-	sw := newSwitchNode(t, endpoint, args, func(labels map[string]string) bool {
-		return labels[criconfig.PodNamespaceLabel] == c.namespace || strings.HasSuffix(labels[criconfig.PodNameLabel], "-"+c.name)
-	})
-	c.createNamespace(t)
-	t.Cleanup(func() { c.removeFromAPI() })
 	createSwitchVolumes(t, c)
 
 	sw.start(upstream)
@@ -279,6 +246,48 @@ authentication:
 		c.checkCarriesOn(t, root, next, i)
 		before = sw.waitRunning(5+i, 60*time.Second)
 	}
+}
+
+// newClusterSwitch is a node of the control plane whose kubelet the test switches: its
+// config (syncFrequency 10s: a configMap edit reaches a pod's volume at its next resync,
+// under either kubelet; the default minute would make the test wait for it twice), root
+// directory, namespace and cgroup root. Nothing runs yet.
+func newClusterSwitch(t *testing.T) (*clusterNode, *switchNode, string) {
+	t.Helper()
+	id := string(uuid.NewUUID())[:8]
+	c := &clusterNode{name: "sw-" + id, namespace: "sw-" + id, admin: adminClient(t)}
+	dir := t.TempDir()
+	root, logs := filepath.Join(dir, "root"), filepath.Join(dir, "logs")
+	c.manifests = filepath.Join(dir, "manifests")
+	for _, d := range []string{root, c.manifests, logs} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	endpoint := nodeletEndpoint(t)
+	config := switchConfig(endpoint, c.name, c.manifests, logs, freePort(t), fmt.Sprintf(`port: %d
+readOnlyPort: 0
+syncFrequency: 10s
+authentication:
+  x509:
+    clientCAFile: %s
+`, freePort(t), filepath.Join(cpDir(t), "pki", "ca.crt")))
+	configPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	makeCgroupRoot(t, c.name)
+	t.Cleanup(func() { unmountRootDir(t, root) })
+	args := []string{"--config=" + configPath, "--root-dir=" + root, "--hostname-override=" + c.name,
+		"--kubeconfig=" + filepath.Join(dir, "kubelet.kubeconfig"), "--cert-dir=" + filepath.Join(root, "pki"),
+		"--bootstrap-kubeconfig=" + filepath.Join(cpDir(t), "bootstrap-kubeconfig"), "--v=2"}
+	sw := newSwitchNode(t, endpoint, args, func(labels map[string]string) bool {
+		return labels[criconfig.PodNamespaceLabel] == c.namespace || strings.HasSuffix(labels[criconfig.PodNameLabel], "-"+c.name)
+	})
+	c.rs = sw.rs
+	c.createNamespace(t)
+	t.Cleanup(func() { c.removeFromAPI() })
+	return c, sw, root
 }
 
 // createSwitchVolumes creates the configMap and secret the API pod reads.
