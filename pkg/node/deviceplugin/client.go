@@ -3,15 +3,14 @@ package deviceplugin
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodelet/nodelet/pkg/unixgrpc"
 )
 
 // dialTimeout bounds the connection to a registering plugin, as upstream's dial does
@@ -33,49 +32,14 @@ type pluginClient struct {
 // registers a socket nobody serves fails its Register call, as upstream's blocking dial
 // makes it fail.
 func (c *pluginClient) connect(ctx context.Context) error {
-	conn, err := dialPlugin(ctx, c.socket)
+	conn, err := unixgrpc.DialReady(ctx, c.socket, dialTimeout)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to dial device plugin: %v", err)
 	}
 	c.mu.Lock()
 	c.conn, c.api = conn, pluginapi.NewDevicePluginClient(conn)
 	c.mu.Unlock()
 	return nil
-}
-
-func dialPlugin(ctx context.Context, socket string) (*grpc.ClientConn, error) {
-	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}
-	conn, err := grpc.NewClient("passthrough:///localhost",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithContextDialer(dialer))
-	if err != nil {
-		return nil, fmt.Errorf("failed to dial device plugin: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if err := waitReady(ctx, conn); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("failed to dial device plugin: %v", err)
-	}
-	return conn, nil
-}
-
-// waitReady is grpc's blocking dial without the deprecated DialContext: it returns once
-// the connection is ready, or the context's error.
-func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
-	conn.Connect()
-	for {
-		state := conn.GetState()
-		if state == connectivity.Ready {
-			return nil
-		}
-		if !conn.WaitForStateChange(ctx, state) {
-			return ctx.Err()
-		}
-	}
 }
 
 // client returns the plugin's API, nil once disconnected.

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // StateFile is the file, in the kubelet's root directory, that keeps when
@@ -64,34 +65,7 @@ func storeState(path string, s state) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomically(path, b, 0o644)
-}
-
-func writeFileAtomically(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	if err := writeAndSync(f, data, perm); err != nil {
-		_ = os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
-// writeAndSync writes data to f, flushes it to disk and closes f.
-func writeAndSync(f *os.File, data []byte, perm os.FileMode) error {
-	for _, step := range []func() error{
-		func() error { return f.Chmod(perm) },
-		func() error { _, err := f.Write(data); return err },
-		f.Sync,
-	} {
-		if err := step(); err != nil {
-			_ = f.Close()
-			return err
-		}
-	}
-	return f.Close()
+	return atomicfile.Write(path, b, 0o644)
 }
 
 // unixSeconds is a time as the metrics hold it: 0 for the zero time.

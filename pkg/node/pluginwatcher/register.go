@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/nodelet/nodelet/pkg/unixgrpc"
 )
 
 // Upstream's operation generator timeouts.
@@ -25,9 +23,9 @@ const (
 // GetInfo, the type's handler validates then registers the plugin, and the plugin is told
 // the outcome. Any error leaves the plugin unregistered, to be retried.
 func (m *Manager) register(ctx context.Context, socket string, generation uint64, handlers map[string]Handler) error {
-	conn, err := dialPlugin(ctx, socket)
+	conn, err := unixgrpc.DialReady(ctx, socket, dialTimeout)
 	if err != nil {
-		return fmt.Errorf("RegisterPlugin error -- dial failed at socket %s, err: %v", socket, err)
+		return fmt.Errorf("RegisterPlugin error -- dial failed at socket %s, err: failed to dial socket %s, err: %v", socket, socket, err)
 	}
 	defer func() { _ = conn.Close() }()
 	client := registerapi.NewRegistrationClient(conn)
@@ -96,41 +94,4 @@ func notify(ctx context.Context, client registerapi.RegistrationClient, register
 	defer cancel()
 	_, err := client.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: registered, Error: reason})
 	return err
-}
-
-// dialPlugin connects to the plugin's unix socket, waiting up to dialTimeout for the
-// connection to be ready like upstream's blocking dial.
-func dialPlugin(ctx context.Context, socket string) (*grpc.ClientConn, error) {
-	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}
-	conn, err := grpc.NewClient("passthrough:///localhost",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithContextDialer(dialer))
-	if err != nil {
-		return nil, fmt.Errorf("failed to dial socket %s, err: %v", socket, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if err := waitReady(ctx, conn); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("failed to dial socket %s, err: %v", socket, err)
-	}
-	return conn, nil
-}
-
-// waitReady returns once conn is ready, or with ctx's error: grpc's blocking dial
-// without the deprecated DialContext.
-func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
-	conn.Connect()
-	for {
-		state := conn.GetState()
-		if state == connectivity.Ready {
-			return nil
-		}
-		if !conn.WaitForStateChange(ctx, state) {
-			return ctx.Err()
-		}
-	}
 }

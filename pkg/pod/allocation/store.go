@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/dump"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // Checkpoint file names under the kubelet's root directory, as upstream names them.
@@ -243,30 +245,10 @@ func (s *Store) write() error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomically(s.path, blob); err != nil {
+	if err := atomicfile.Write(s.path, blob, 0o600); err != nil {
 		klog.ErrorS(err, "Failed to save pod resource information checkpoint", "path", s.path)
 		return err
 	}
 	s.lastChecksum = cp.Checksum
 	return nil
-}
-
-func writeFileAtomically(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

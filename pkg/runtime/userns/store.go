@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // mappingsFileName is the pod directory's file that keeps the pod's mapping. Its name
@@ -68,30 +70,10 @@ func writeMappings(podDir string, first, length uint32) error {
 	if err := os.MkdirAll(podDir, 0o750); err != nil {
 		return fmt.Errorf("create user namespace store: %w", err)
 	}
-	tmp, err := os.CreateTemp(podDir, "."+mappingsFileName)
-	if err != nil {
-		return err
-	}
-	if err := writeAndSync(tmp, data); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(podDir, mappingsFileName)); err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.Write(filepath.Join(podDir, mappingsFileName), data, 0o600); err != nil {
 		return err
 	}
 	return syncDir(podDir)
-}
-
-func writeAndSync(f *os.File, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // syncDir makes a rename in dir durable.

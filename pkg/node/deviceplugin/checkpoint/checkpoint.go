@@ -21,6 +21,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/dump"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // FileName is the checkpoint's file name in the device plugin directory, upstream's.
@@ -97,7 +99,10 @@ func Write(dir string, entries []PodDevicesEntry, registered map[string][]string
 	if err != nil {
 		return err
 	}
-	return writeAtomically(dir, FileName, blob)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, FileName), blob, 0o600)
 }
 
 // Read loads the checkpoint from dir, verifying its checksum. It returns ErrNotFound
@@ -120,32 +125,4 @@ func Read(dir string) ([]PodDevicesEntry, map[string][]string, error) {
 		return nil, nil, CorruptError{ActualCS: actual, ExpectedCS: cp.Checksum}
 	}
 	return cp.Data.PodDeviceEntries, cp.Data.RegisteredDevices, nil
-}
-
-// writeAtomically writes blob to dir/name through a synced temporary file whose name
-// starts with "." (which upstream's store does not list as a checkpoint).
-func writeAtomically(dir, name string, blob []byte) (err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(blob); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }

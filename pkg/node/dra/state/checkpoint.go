@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // The checkpoint's file name and the type it declares in its data.
@@ -94,33 +96,8 @@ func WriteCheckpoint(dir string, list ClaimInfoStateList) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomically(filepath.Join(dir, CheckpointFileName), blob); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, CheckpointFileName), blob, 0o600); err != nil {
 		return fmt.Errorf("could not save checkpoint %s: %w", CheckpointFileName, err)
 	}
 	return nil
-}
-
-// writeAtomically writes through a synced temporary file renamed over path. The
-// temporary name starts with "." like upstream's file store's, which skips such files.
-func writeAtomically(path string, blob []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(blob); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 // HealthFileName is the device health file's name in the state directory.
@@ -31,5 +33,5 @@ func WriteHealth(path string, health DevicesHealthMap) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomically(path, blob)
+	return atomicfile.Write(path, blob, 0o600)
 }
