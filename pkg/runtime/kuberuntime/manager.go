@@ -104,6 +104,13 @@ type Options struct {
 	// (upstream's device manager run options); nil: no device plugins. An error fails
 	// the container's start (CreateContainerConfigError).
 	DeviceOptions func(ctx context.Context, pod *v1.Pod, c *v1.Container) (*criconfig.DeviceOptions, error)
+	// Pinning gives a container the CPUs and NUMA memory nodes the CPU and memory
+	// managers assign it (cpuset_cpus, cpuset_mems), at creation as upstream's internal
+	// container lifecycle does; "" leaves the runtime's default. Nil: no pinning.
+	Pinning func(pod *v1.Pod, c *v1.Container) (cpus, mems string)
+	// ContainerCreated tells the resource managers the ID of a container just created,
+	// before it starts (upstream's PreStartContainer); an error fails the start.
+	ContainerCreated func(pod *v1.Pod, c *v1.Container, containerID string) error
 	// PrepareDynamicResources prepares a pod's DRA resource claims with their drivers
 	// before its sandbox is created (upstream's runtimeHelper.PrepareDynamicResources);
 	// nil: a pod with claims is not started.

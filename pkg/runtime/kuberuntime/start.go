@@ -56,6 +56,13 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 		return msg, container.ErrCreateContainer
 	}
 	m.recordContainerEvent(pod, c, id, v1.EventTypeNormal, eventCreatedContainer, "Created container: %v", c.Name)
+	if m.opts.ContainerCreated != nil {
+		if err := m.opts.ContainerCreated(pod, c, id); err != nil {
+			msg := fmt.Sprintf("Internal PreStartContainer hook failed: %v", err)
+			m.recordContainerEvent(pod, c, id, v1.EventTypeWarning, eventFailedToStart, "%s", msg)
+			return msg, container.ErrPreStartHook
+		}
+	}
 
 	// A container has started once its postStart hook has run.
 	defer trace.Begin(podstartup.ContainerStart)()
@@ -127,6 +134,7 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 	if err != nil {
 		return nil, nil, grpcMessage(err), err
 	}
+	m.pin(pod, c, config)
 	return config, cleanup, "", nil
 }
 
@@ -390,4 +398,19 @@ func containersToStart(pod *v1.Pod, changes podActions) []*v1.Container {
 		out = append(out, &pod.Spec.Containers[i])
 	}
 	return out
+}
+
+// pin puts the container's assigned CPUs and memory nodes into its config.
+func (m *Manager) pin(pod *v1.Pod, c *v1.Container, config *runtimeapi.ContainerConfig) {
+	if m.opts.Pinning == nil || config.GetLinux().GetResources() == nil {
+		return
+	}
+	cpus, mems := m.opts.Pinning(pod, c)
+	r := config.Linux.Resources
+	if cpus != "" {
+		r.CpusetCpus = cpus
+	}
+	if mems != "" {
+		r.CpusetMems = mems
+	}
 }
