@@ -52,6 +52,20 @@ func newDRA(rootDir, nodeName string, cl *cluster, reg prometheus.Registerer) (*
 	return m, nil
 }
 
+// releaser frees what a stopped pod held: its DRA claims, then its NUMA affinities.
+type releaser struct {
+	claims   *dra.Manager
+	managers *resourceManagers
+}
+
+func (r releaser) ReleaseResources(ctx context.Context, pod *v1.Pod) error {
+	if err := r.claims.UnprepareResources(ctx, pod); err != nil {
+		return err
+	}
+	r.managers.forgetPod(pod)
+	return nil
+}
+
 // startDRA starts the DRA manager's reconcile loop and forwards its health reports. Its
 // plugin handler must be registered with the plugin watcher only after this (the start
 // wipes the node's stale ResourceSlices first).
@@ -204,10 +218,11 @@ func pluginDeviceOptions(ctx context.Context, m *deviceplugin.Manager, pod *v1.P
 
 // servePodResources serves the pod-resources API on <root-dir>/pod-resources/kubelet.sock
 // (monitoring agents read the devices and claims of each container there) until ctx ends.
-func servePodResources(ctx context.Context, rootDir string, loop *kubelet.Kubelet, pods *podmanager.Manager, devices *deviceplugin.Manager, claims *dra.Manager, metrics *podresources.Metrics) {
+func servePodResources(ctx context.Context, rootDir string, loop *kubelet.Kubelet, pods *podmanager.Manager, devices *deviceplugin.Manager, claims *dra.Manager, managers *resourceManagers, metrics *podresources.Metrics) {
 	cfg := podresources.Config{
-		Providers: podresources.Providers{Pods: podsProvider{loop, pods}, Devices: devicesProvider{devices}, DynamicResources: claims},
-		Options:   podresources.DefaultOptions(), Metrics: metrics,
+		Providers: podresources.Providers{Pods: podsProvider{loop, pods}, Devices: devicesProvider{devices}, DynamicResources: claims,
+			CPUs: cpusProvider{managers.cpus}, Memory: memoryProvider{managers.memory}},
+		Options: podresources.DefaultOptions(), Metrics: metrics,
 	}
 	go func() {
 		if err := podresources.Serve(ctx, podresources.SocketPath(rootDir), cfg); err != nil {

@@ -6,6 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
+	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 )
 
 // upstreamFamiliesFile lists the metric families upstream's kubelet v1.37.2 registers on
@@ -15,11 +22,7 @@ const upstreamFamiliesFile = "testdata/upstream-kubelet-v1.37.2-metric-families.
 // Why a family is on one side only.
 const (
 	noPodsAPI         = "nodelet serves no PodsAPI gRPC endpoint (upstream's pods API for node-local clients)"
-	noCPUManager      = "nodelet has no CPU manager (cpuManagerPolicy none only): no pinning, no exclusive CPUs"
-	noMemoryManager   = "nodelet has no memory manager (memoryManagerPolicy None only)"
-	noTopologyManager = "nodelet has no topology manager (topologyManagerPolicy none only)"
 	noResourceAlign   = "nodelet aligns no compute resources (no CPU, memory or topology manager)"
-	noDRA             = "nodelet has no dynamic resource allocation (DRA) manager or drivers"
 	noImageVolumes    = "nodelet does not mount image volumes"
 	noPodCertificates = "nodelet does not project pod certificates (podCertificate volume sources)"
 	noVolumeManager   = "nodelet sets volumes up in the pod's sync, without upstream's volume manager, " +
@@ -49,15 +52,7 @@ const (
 var familyExceptions = exceptions(
 	except(noPodsAPI, "kubelet_pod_watch_events_dropped_total", "kubelet_pod_requests_total", "kubelet_pod_requests_list_total",
 		"kubelet_pod_requests_get_total", "kubelet_pod_requests_watch_total"),
-	except(noCPUManager, "kubelet_cpu_manager_pinning_requests_total", "kubelet_cpu_manager_pinning_errors_total",
-		"kubelet_cpu_manager_shared_pool_size_millicores", "kubelet_cpu_manager_exclusive_cpu_allocation_count",
-		"kubelet_cpu_manager_allocation_per_numa"),
-	except(noMemoryManager, "kubelet_memory_manager_pinning_requests_total", "kubelet_memory_manager_pinning_errors_total"),
-	except(noTopologyManager, "kubelet_topology_manager_admission_requests_total", "kubelet_topology_manager_admission_errors_total",
-		"kubelet_topology_manager_admission_duration_ms"),
 	except(noResourceAlign, "kubelet_container_aligned_compute_resources_count", "kubelet_container_aligned_compute_resources_failure_count"),
-	except(noDRA, "dra_operations_duration_seconds", "dra_grpc_operations_duration_seconds", "dra_node_prepare_skips_total",
-		"dra_node_unprepare_skips_total", "dra_resource_claims_in_use"),
 	except(noImageVolumes, "kubelet_image_volume_requested_total", "kubelet_image_volume_mounted_succeed_total",
 		"kubelet_image_volume_mounted_errors_total"),
 	except(noPodCertificates, "kubelet_podcertificate_states"),
@@ -149,11 +144,30 @@ func exceptions(es ...exception) map[string]string {
 // and compares the families it can expose with upstream's kubelet's, both ways: every
 // family on one side only must be an exception, with its reason, and every exception
 // must still be on one side only.
+// registerManagerFamilies registers, as startPodLoop does, the families of the managers
+// built with the pod loop (DRA, topology, CPU and memory managers), at their defaults.
+func registerManagerFamilies(t *testing.T, reg prometheus.Registerer) {
+	t.Helper()
+	opts := defaultOptions(t)
+	if _, err := newDRA(opts.RootDirectory, "node-a", nil, reg); err != nil {
+		t.Fatal(err)
+	}
+	devices, err := deviceplugin.New(deviceplugin.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
+	if _, err := newResourceManagers(opts, nodestatus.Options{}, capacity, devices, nil, reg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMetricFamiliesMatchUpstream(t *testing.T) {
 	r, err := newRegistries("node-a")
 	if err != nil {
 		t.Fatal(err)
 	}
+	registerManagerFamilies(t, r.Kubelet)
 	nodelet := map[string]bool{}
 	for _, name := range r.Kubelet.FamilyNames() {
 		nodelet[name] = true

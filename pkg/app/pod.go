@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -150,6 +151,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	ro.DeviceOptions = deviceRunOptions(devices, claims)
 	ro.PrepareDynamicResources = claims.PrepareResources
+	var loopRef atomic.Pointer[kubelet.Kubelet]
+	sourcesReady := func() bool { k := loopRef.Load(); return k != nil && k.AllSourcesReady() }
+	managers, err := newNodeResourceManagers(opts, nodeOpts, machine, devices, sourcesReady, registries.Kubelet)
+	if err != nil {
+		return nil, err
+	}
+	ro.Pinning, ro.ContainerCreated = managers.pinning, managers.containerCreated
 	health := newResourceHealth(devices, claims)
 	runtime, err := kuberuntime.NewManager(ctx, ro)
 	if err != nil {
@@ -178,7 +186,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	late.node = node
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
-		AllocateDevices:    func(pod *v1.Pod, c *v1.Container) error { return devices.Allocate(ctx, pod, c) },
+		AllocateResources:  managers.admit,
 		PressureConditions: evictions.PressureConditions, ShuttingDown: func() bool { return shutdown.ShutdownStatus() != nil }})
 	if err != nil {
 		return nil, err
@@ -197,7 +205,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		Recorder: recorder, RuntimeState: state, Liveness: liveness, Readiness: readiness, Startup: startup, Prober: probes,
 		SourcesReady: podConfig.SeenAllSources, Pods: pods, Admitter: admitterAdapter{admitter},
 		Allocations: allocations, Resize: runtime, SupportsRecursiveReadOnlyMounts: rro,
-		Tracer: tp.KubeletTracer(), ResourceHealth: health, DynamicResources: claims,
+		Tracer: tp.KubeletTracer(), ResourceHealth: health, Releaser: releaser{claims, managers},
 	}
 	if cl != nil {
 		deps.Mirror = cl.mirrorClient(nodeName, node)
@@ -207,6 +215,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		go node.Run(ctx)
 	}
 	k := kubelet.New(loopConfig(opts, nodeName, nodeIPs), deps)
+	loopRef.Store(k)
 	proxy.k = k
 	// The QoS hierarchy before any pod syncs (upstream's container manager start).
 	if err := cgroups.Start(ctx, k.ActivePods); err != nil {
@@ -225,13 +234,16 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := startDevicePlugins(ctx, devices, k, k.AllSourcesReady, rs, node.SyncNow, health); err != nil {
 		return nil, err
 	}
+	if err := managers.start(ctx, k.ActivePods, rs); err != nil {
+		return nil, err
+	}
 	if err := startDRA(ctx, claims, k, health); err != nil {
 		return nil, err
 	}
 	if err := startPluginWatcher(ctx, opts.RootDirectory, claims, registries.Kubelet); err != nil {
 		return nil, err
 	}
-	servePodResources(ctx, opts.RootDirectory, k, pods, devices, claims, podResourcesMetrics)
+	servePodResources(ctx, opts.RootDirectory, k, pods, devices, claims, managers, podResourcesMetrics)
 	evictions.Start(ctx)
 	if err := shutdown.Start(); err != nil {
 		// As upstream: the node runs on without graceful shutdown.

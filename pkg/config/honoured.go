@@ -31,28 +31,6 @@ var notRead = map[string]fixedBehaviour{
 	"kubeletCgroups": {"", func(c *kc.KubeletConfiguration) bool { return c.KubeletCgroups == "" }},
 	"systemCgroups":  {"", func(c *kc.KubeletConfiguration) bool { return c.SystemCgroups == "" }},
 	"featureGates":   {"", func(c *kc.KubeletConfiguration) bool { return gatesActedOn(c) }},
-	"cpuManagerPolicy": {"no exclusive CPUs (none)",
-		func(c *kc.KubeletConfiguration) bool { return c.CPUManagerPolicy == "" || c.CPUManagerPolicy == "none" }},
-	"cpuManagerPolicyOptions": {"no CPU manager options",
-		func(c *kc.KubeletConfiguration) bool { return len(c.CPUManagerPolicyOptions) == 0 }},
-	"cpuManagerReconcilePeriod": {"no CPU manager",
-		func(c *kc.KubeletConfiguration) bool { return c.CPUManagerPolicy == "" || c.CPUManagerPolicy == "none" }},
-	"reservedSystemCPUs": {"no CPUs are reserved", func(c *kc.KubeletConfiguration) bool { return c.ReservedSystemCPUs == "" }},
-	"memoryManagerPolicy": {"no NUMA memory assignment (None)",
-		func(c *kc.KubeletConfiguration) bool {
-			return c.MemoryManagerPolicy == "" || c.MemoryManagerPolicy == "None"
-		}},
-	"reservedMemory": {"no memory manager", func(c *kc.KubeletConfiguration) bool { return len(c.ReservedMemory) == 0 }},
-	"topologyManagerPolicy": {"no topology alignment (none)",
-		func(c *kc.KubeletConfiguration) bool {
-			return c.TopologyManagerPolicy == "" || c.TopologyManagerPolicy == "none"
-		}},
-	"topologyManagerScope": {"no topology manager",
-		func(c *kc.KubeletConfiguration) bool {
-			return c.TopologyManagerPolicy == "" || c.TopologyManagerPolicy == "none" || c.TopologyManagerScope == "container"
-		}},
-	"topologyManagerPolicyOptions": {"no topology manager options",
-		func(c *kc.KubeletConfiguration) bool { return len(c.TopologyManagerPolicyOptions) == 0 }},
 	"qosReserved": {"no memory is reserved for higher QoS classes",
 		func(c *kc.KubeletConfiguration) bool { return len(c.QOSReserved) == 0 }},
 	// With CRI runtimes hairpin traffic is the CNI plugin's; upstream's kubelet only

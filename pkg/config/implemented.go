@@ -7,6 +7,15 @@ package config
 // package reads a field that is not listed, or when nothing reads a listed one. When a
 // feature starts reading a field, add the field here (one line each, any order).
 var implementedFields = map[string]bool{
+	"cpuManagerPolicy":                          true,
+	"cpuManagerPolicyOptions":                   true,
+	"cpuManagerReconcilePeriod":                 true,
+	"reservedSystemCPUs":                        true,
+	"memoryManagerPolicy":                       true,
+	"reservedMemory":                            true,
+	"topologyManagerPolicy":                     true,
+	"topologyManagerScope":                      true,
+	"topologyManagerPolicyOptions":              true,
 	"containerRuntimeEndpoint":                  true,
 	"imageServiceEndpoint":                      true,
 	"runtimeRequestTimeout":                     true,

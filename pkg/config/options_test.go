@@ -131,14 +131,14 @@ func TestCommandLineErrors(t *testing.T) {
 }
 
 func TestUnimplementedFlagsWarnOnce(t *testing.T) {
-	cl, _, err := parse(t, "--cpu-manager-policy=static", "--max-pods=50", "--max-pods=60", "--container-runtime-endpoint=unix:///x")
+	cl, _, err := parse(t, "--streaming-connection-idle-timeout=1h", "--max-pods=50", "--max-pods=60", "--container-runtime-endpoint=unix:///x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := cl.Warnings()
 	joined := strings.Join(w, "\n")
-	if !strings.Contains(joined, "--cpu-manager-policy has been deprecated, set cpuManagerPolicy in the --config file instead") ||
-		!strings.Contains(joined, "cpuManagerPolicy → no exclusive CPUs (none)") {
+	if !strings.Contains(joined, "--streaming-connection-idle-timeout has been deprecated, set streamingConnectionIdleTimeout in the --config file instead") ||
+		!strings.Contains(joined, "streamingConnectionIdleTimeout → exec, attach and port-forward streams idle out after 4h") {
 		t.Errorf("no warning for a flag whose value nodelet does not honour: %q", w)
 	}
 	if strings.Count(joined, "--max-pods") != 1 {
@@ -202,14 +202,14 @@ func TestGarbageCollectionFlags(t *testing.T) {
 	}
 }
 
-// A field nodelet does not read warns by its effective value, set or defaulted: cpuManagerPolicy
-// static and LimitedSwap ask for something nodelet does not do; cpuManagerPolicy none, the
-// implemented fields and the defaults nodelet honours do not warn.
+// A field nodelet does not read warns by its effective value, set or defaulted: a
+// streaming idle timeout other than 4h and LimitedSwap ask for something nodelet does not
+// do; NoSwap, the implemented fields and the defaults nodelet honours do not warn.
 func TestUnhonouredFieldsWarnByEffectiveValue(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, body, want string }{
-		{"set away from nodelet's behaviour", "cgroupDriver: cgroupfs\nmaxPods: 20\ncpuManagerPolicy: static\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n",
-			"cpuManagerPolicy,cpuManagerReconcilePeriod,makeIPTablesUtilChains,memorySwap,protectKernelDefaults"},
+		{"set away from nodelet's behaviour", "cgroupDriver: cgroupfs\nmaxPods: 20\nstreamingConnectionIdleTimeout: 1h\nmemorySwap:\n  swapBehavior: LimitedSwap\nauthentication:\n  anonymous:\n    enabled: true\n",
+			"makeIPTablesUtilChains,memorySwap,protectKernelDefaults,streamingConnectionIdleTimeout"},
 		{"set to nodelet's behaviour", "cpuManagerPolicy: none\nmemorySwap:\n  swapBehavior: NoSwap\nhairpinMode: hairpin-veth\n",
 			strings.Join(defaultsNotHonoured, ",")},
 		{"defaults turned off", "makeIPTablesUtilChains: false\n", "protectKernelDefaults"},

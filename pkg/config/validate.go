@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kc "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/cpuset"
 )
 
 // validator collects configuration errors so the user sees all of them at once.
@@ -193,6 +194,21 @@ func validateResources(v *validator, c *kc.KubeletConfiguration) {
 	validateReserved(v, "systemReserved", c.SystemReserved)
 	validateReserved(v, "kubeReserved", c.KubeReserved)
 	validateEnforceNodeAllocatable(v, c)
+	validateReservedCPUs(v, c)
+}
+
+// validateReservedCPUs: reservedSystemCPUs is a CPU list, and takes the place of the
+// reserved cgroups' cpu, so it cannot be combined with them (upstream's rules).
+func validateReservedCPUs(v *validator, c *kc.KubeletConfiguration) {
+	if c.ReservedSystemCPUs == "" {
+		return
+	}
+	if c.SystemReservedCgroup != "" || c.KubeReservedCgroup != "" {
+		v.fail("reservedSystemCPUs", "can't use reservedSystemCPUs (--reserved-cpus) with systemReservedCgroup (--system-reserved-cgroup) or kubeReservedCgroup (--kube-reserved-cgroup)")
+	}
+	if _, err := cpuset.Parse(c.ReservedSystemCPUs); err != nil {
+		v.fail("reservedSystemCPUs", fmt.Sprintf("unable to parse reservedSystemCPUs (--reserved-cpus) %v, error: %v", c.ReservedSystemCPUs, err))
+	}
 }
 
 func validateReserved(v *validator, field string, reserved map[string]string) {

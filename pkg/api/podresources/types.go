@@ -73,7 +73,7 @@ type Providers struct {
 }
 
 // withEmptyDefaults replaces each nil provider by one that has nothing to report, so
-// the servers never check for nil: nodelet has no device, CPU, memory or DRA manager yet.
+// the servers never check for nil.
 func (p Providers) withEmptyDefaults() Providers {
 	var none empty
 	if p.Pods == nil {

@@ -137,3 +137,14 @@ func hugePagesResource(pageSizeKiB uint64) v1.ResourceName {
 	size := resource.NewQuantity(int64(pageSizeKiB*1024), resource.BinarySI)
 	return v1.ResourceName(v1.ResourceHugePagesPrefix + size.String())
 }
+
+// NodeAllocatableReservation is what node allocatable withholds from capacity for the
+// options' systemReserved, kubeReserved and hard-eviction thresholds; the memory
+// manager's reservedMemory must add up to it (upstream's GetNodeAllocatableReservation).
+func NodeAllocatableReservation(o Options, capacity v1.ResourceList) (v1.ResourceList, error) {
+	eviction, err := hardEvictionThresholds(o.EvictionHard)
+	if err != nil {
+		return nil, err
+	}
+	return reservation(capacity, o.SystemReserved, o.KubeReserved, eviction), nil
+}

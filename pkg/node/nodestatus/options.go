@@ -11,7 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/metrics"
@@ -71,6 +73,9 @@ func OptionsFromConfig(o *config.Options, nodeName, hostname string) (Options, e
 	systemReserved, err := parseResourceList(cfg.SystemReserved)
 	if err != nil {
 		return Options{}, fmt.Errorf("systemReserved: %w", err)
+	}
+	if systemReserved, err = reserveSystemCPUs(cfg.ReservedSystemCPUs, kubeReserved, systemReserved); err != nil {
+		return Options{}, err
 	}
 	if _, err := hardEvictionThresholds(cfg.EvictionHard); err != nil {
 		return Options{}, err
@@ -212,4 +217,24 @@ type Deps struct {
 	// Startup records the kubelet_node_startup_* durations; nil is the process's
 	// (metrics.NodeStartup).
 	Startup *metrics.NodeStartupTracker
+}
+
+// reserveSystemCPUs: with reservedSystemCPUs set, those CPUs are what the system and the
+// kubelet keep, so they replace kubeReserved's and systemReserved's cpu (upstream's
+// --reserved-cpus rule): systemReserved cpu becomes their number.
+func reserveSystemCPUs(list string, kubeReserved, systemReserved v1.ResourceList) (v1.ResourceList, error) {
+	cpus, err := cpuset.Parse(list)
+	if err != nil {
+		return nil, fmt.Errorf("unable to parse reservedSystemCPUs %q: %w", list, err)
+	}
+	if cpus.Size() == 0 {
+		return systemReserved, nil
+	}
+	klog.InfoS("Option --reserved-cpus is specified, it will overwrite the cpu setting in KubeReserved and SystemReserved", "kubeReserved", kubeReserved, "systemReserved", systemReserved)
+	delete(kubeReserved, v1.ResourceCPU)
+	if systemReserved == nil {
+		systemReserved = v1.ResourceList{}
+	}
+	systemReserved[v1.ResourceCPU] = *resource.NewQuantity(int64(cpus.Size()), resource.DecimalSI)
+	return systemReserved, nil
 }

@@ -123,3 +123,25 @@ func hostHasGlobalAddress() bool {
 	}
 	return false
 }
+
+// reservedSystemCPUs replaces the cpu of kubeReserved and systemReserved by its size.
+func TestReservedSystemCPUsReplaceReservedCPU(t *testing.T) {
+	o := parseConfig(t, "--reserved-cpus=0-1", "--kube-reserved=cpu=500m,memory=1Gi")
+	got, err := OptionsFromConfig(o, "n", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.KubeReserved[v1.ResourceCPU]; ok {
+		t.Errorf("kubeReserved keeps cpu: %v", got.KubeReserved)
+	}
+	if q := got.SystemReserved[v1.ResourceCPU]; q.Value() != 2 {
+		t.Errorf("systemReserved cpu %s, want 2", q.String())
+	}
+	if q := got.KubeReserved[v1.ResourceMemory]; q.String() != "1Gi" {
+		t.Errorf("kubeReserved memory %s", q.String())
+	}
+	o.Config.ReservedSystemCPUs = "x"
+	if _, err := OptionsFromConfig(o, "n", "n"); err == nil {
+		t.Error("a bad reservedSystemCPUs accepted")
+	}
+}

@@ -70,6 +70,11 @@ type Options struct {
 	// AllocateDevices allocates the device plugins' devices to one container of a new
 	// pod (init containers first, as upstream); nil means no device plugins.
 	AllocateDevices func(pod *v1.Pod, c *v1.Container) error
+	// AllocateResources, when set, allocates a new pod's resources instead: upstream's
+	// resource allocation handler, where the topology manager aligns and allocates the
+	// CPUs, NUMA memory and devices of each container. It gives the refusal's reason
+	// and message.
+	AllocateResources func(pod *v1.Pod) (ok bool, reason, message string)
 }
 
 // Admitter runs the admit handlers. It is safe for concurrent use if the functions in
@@ -125,7 +130,7 @@ func New(node func() (*v1.Node, error), opts Options) (*Admitter, error) {
 	a.handlers = []handler{
 		a.admitNodePressure,
 		a.admitSysctls,
-		a.admitDevices,
+		a.admitResources,
 		a.admitPredicates,
 		a.admitAppArmor,
 		a.admitDeclaredFeatures,

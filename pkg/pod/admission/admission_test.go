@@ -155,6 +155,13 @@ func TestHandlerOrder(t *testing.T) {
 		{"shutdown last", Options{ShuttingDown: shuttingDown}, apiPod("p"),
 			"NodeShutdown", "Pod was rejected as the node is shutting down."},
 		{"not shutting down", Options{ShuttingDown: func() bool { return false }}, apiPod("p"), "", ""},
+		// Upstream's resource allocation handler (topology manager) runs before the
+		// resource-fit predicates, and gives its own reason.
+		{"resource managers before resources", Options{AllocateResources: func(*v1.Pod) (bool, string, string) {
+			return false, "TopologyAffinityError", "Resources cannot be allocated with Topology locality"
+		}}, apiPod("p", tooBig), "TopologyAffinityError", "Resources cannot be allocated with Topology locality"},
+		{"resource managers admit", Options{AllocateResources: func(*v1.Pod) (bool, string, string) { return true, "", "" }},
+			apiPod("p"), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newTestAdmitter(t, testNode(), tc.opts)

@@ -10,10 +10,17 @@ import (
 // allocate what a pod asks for (here: the device plugins).
 const ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
 
-// admitDevices is the device part of upstream's resource allocation handler: every
-// container's devices are allocated at admission, init containers first, so that the
+// admitResources is upstream's resource allocation handler: the pod's CPUs, NUMA memory
+// and devices are allocated at admission (AllocateResources), or without the resource
+// managers only every container's devices, init containers first, so that the
 // containers find them when they start. A resize allocates nothing.
-func (a *Admitter) admitDevices(pod *v1.Pod, _ []*v1.Pod) Result {
+func (a *Admitter) admitResources(pod *v1.Pod, _ []*v1.Pod) Result {
+	if a.opts.AllocateResources != nil {
+		if ok, reason, message := a.opts.AllocateResources(pod); !ok {
+			return reject(reason, message)
+		}
+		return admitted()
+	}
 	if a.opts.AllocateDevices == nil {
 		return admitted()
 	}

@@ -89,10 +89,11 @@ type ResourceHealth interface {
 	Updates() <-chan []types.UID
 }
 
-// DynamicResources releases a pod's DRA resource claims once its containers have
-// stopped (preparing them is the runtime manager's, before the sandbox).
-type DynamicResources interface {
-	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+// ResourceReleaser releases what a pod holds once its containers have stopped: its DRA
+// resource claims (preparing them is the runtime manager's, before the sandbox) and its
+// NUMA affinities.
+type ResourceReleaser interface {
+	ReleaseResources(ctx context.Context, pod *v1.Pod) error
 }
 
 // MirrorClient creates and deletes the API server's mirror pods of static pods (cluster
@@ -176,8 +177,8 @@ type Deps struct {
 	Allocations *allocation.Store
 	// Resize tracks in-place resizes in the runtime; nil reports none in progress.
 	Resize ResizeRuntime
-	// DynamicResources may be nil: no pod has prepared claims.
-	DynamicResources DynamicResources
+	// Releaser may be nil: pods hold nothing to release.
+	Releaser ResourceReleaser
 	// ResourceHealth may be nil: no container reports allocatedResourcesStatus.
 	ResourceHealth ResourceHealth
 	// Tracer starts the pod sync spans (syncPod, syncTerminatingPod, syncTerminatedPod);

@@ -238,8 +238,8 @@ func (k *Kubelet) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, ps *conta
 	}
 	// Claims are released after the last container stopped and before the final status
 	// reaches the API server, where it lets the claims be deallocated (as upstream).
-	if k.deps.DynamicResources != nil {
-		if err := k.deps.DynamicResources.UnprepareResources(ctx, pod); err != nil {
+	if k.deps.Releaser != nil {
+		if err := k.deps.Releaser.ReleaseResources(ctx, pod); err != nil {
 			return err
 		}
 	}

@@ -51,12 +51,12 @@ func TestResourceHealthInStatusAndSyncs(t *testing.T) {
 	eventually(t, "a sync for the health change", func() bool { return rt.syncCount(pod.UID) == 2 })
 }
 
-type fakeDynamicResources struct {
+type fakeReleaser struct {
 	unprepared []types.UID
 	err        error
 }
 
-func (f *fakeDynamicResources) UnprepareResources(_ context.Context, pod *v1.Pod) error {
+func (f *fakeReleaser) ReleaseResources(_ context.Context, pod *v1.Pod) error {
 	f.unprepared = append(f.unprepared, pod.UID)
 	return f.err
 }
@@ -67,8 +67,8 @@ func (f *fakeDynamicResources) UnprepareResources(_ context.Context, pod *v1.Pod
 func TestTerminatingPodUnpreparesClaims(t *testing.T) {
 	ready := true
 	k := newTestKubelet(&fakeRuntime{}, &fakeVolumes{}, &ready)
-	dra := &fakeDynamicResources{err: errors.New("driver gone")}
-	k.deps.DynamicResources = dra
+	dra := &fakeReleaser{err: errors.New("driver gone")}
+	k.deps.Releaser = dra
 	pod := testPod("p1", "claims")
 	ctx := context.Background()
 	ps := &container.PodStatus{ID: pod.UID, Name: pod.Name, Namespace: pod.Namespace}
