@@ -160,3 +160,34 @@ func checkPodResourcesPinning(t *testing.T, socket, namespace, pod string) {
 		t.Errorf("allocatable cpu_ids %v, want [1]", alloc.CpuIds)
 	}
 }
+
+// TestClusterSwitchPinned moves a node running a pinned pod between upstream's kubelet
+// and nodelet, both with the static CPU and memory managers: each reads the other's
+// cpu_manager_state and memory_manager_state, keeps the pod's containers and its cpuset
+// (CPU 1, memory node 0), and still refuses a second pod asking for the taken CPU.
+func TestClusterSwitchPinned(t *testing.T) {
+	c, sw, _ := newClusterSwitch(t, pinningConfig)
+	sw.start(upstream)
+	eventually(t, 60*time.Second, "node Ready under upstream's kubelet", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.guaranteedPod("pinned", "1", "64Mi"))
+	eventually(t, 60*time.Second, "the pinned pod Ready", func() error { return c.podReady("pinned") })
+	if cpus, mems := c.allowed(t, "pinned"); cpus != "1" || mems != "0" {
+		t.Fatalf("under upstream's kubelet the pinned pod runs on CPUs %q, memory nodes %q", cpus, mems)
+	}
+	before := sw.waitRunning(1, 60*time.Second)
+	for i, next := range []string{nodeletK, upstream} {
+		sw.switchTo(next, before)
+		if cpus, mems := c.allowed(t, "pinned"); cpus != "1" || mems != "0" {
+			t.Errorf("under %s the pinned pod runs on CPUs %q, memory nodes %q", next, cpus, mems)
+		}
+		// CPU 1 is taken: the scheduler-free pod asking for it is refused, whatever the
+		// other kubelet wrote.
+		name := fmt.Sprintf("second-%d", i)
+		c.createPod(t, c.guaranteedPod(name, "1", "64Mi"))
+		p := c.waitRejected(t, name, "UnexpectedAdmissionError")
+		if !strings.Contains(p.Status.Message, "not enough cpus available to satisfy request: requested=1, available=0") {
+			t.Errorf("under %s a second pinned pod: %q", next, p.Status.Message)
+		}
+		before = sw.waitRunning(1, 30*time.Second)
+	}
+}

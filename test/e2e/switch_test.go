@@ -252,7 +252,7 @@ func TestClusterSwitch(t *testing.T) {
 // config (syncFrequency 10s: a configMap edit reaches a pod's volume at its next resync,
 // under either kubelet; the default minute would make the test wait for it twice), root
 // directory, namespace and cgroup root. Nothing runs yet.
-func newClusterSwitch(t *testing.T) (*clusterNode, *switchNode, string) {
+func newClusterSwitch(t *testing.T, extraConfig ...string) (*clusterNode, *switchNode, string) {
 	t.Helper()
 	id := string(uuid.NewUUID())[:8]
 	c := &clusterNode{name: "sw-" + id, namespace: "sw-" + id, admin: adminClient(t)}
@@ -271,7 +271,7 @@ syncFrequency: 10s
 authentication:
   x509:
     clientCAFile: %s
-`, freePort(t), filepath.Join(cpDir(t), "pki", "ca.crt")))
+%s`, freePort(t), filepath.Join(cpDir(t), "pki", "ca.crt"), strings.Join(extraConfig, "")))
 	configPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
