@@ -61,7 +61,8 @@ func (c *clusterNode) allowed(t *testing.T, pod string) (cpus, mems string) {
 
 // TestClusterCPUAndMemoryManagers runs the static CPU and memory managers on this
 // 2-CPU machine with CPU 0 reserved: a Guaranteed pod asking for 1 CPU gets CPU 1 alone
-// and NUMA node 0's memory (read back from the kernel and from pod-resources); a
+// and NUMA node 0's memory (read back from its process status, its cgroup and
+// pod-resources); a
 // Burstable pod runs on the shared pool, CPU 0; a pod asking for 2 CPUs, and a pod asking
 // for more memory than node 0 has, are refused with upstream's reasons; a kill -9 and
 // restart keep the assignment (cpu_manager_state); and once the pinned pod is gone the
@@ -90,6 +91,9 @@ func TestClusterCPUAndMemoryManagers(t *testing.T) {
 	}
 	if cpus, _ := c.allowed(t, "shared"); cpus != "0" {
 		t.Errorf("the Burstable pod runs on CPUs %q, want the shared pool 0", cpus)
+	}
+	if got := c.cgroupCPUSet(t, "pinned"); got != "1" {
+		t.Errorf("the Guaranteed pod's container cgroup has cpuset.cpus %q, want 1", got)
 	}
 	checkPodResourcesPinning(t, filepath.Join(c.rootDir, "pod-resources", "kubelet.sock"), c.namespace, "pinned")
 
@@ -126,6 +130,26 @@ func TestClusterCPUAndMemoryManagers(t *testing.T) {
 		return nil
 	})
 	t.Logf("shared pool 0-1 %v after the pinned pod went", took.Round(100*time.Millisecond))
+}
+
+// cgroupCPUSet reads cpuset.cpus of the pod's (Guaranteed: directly under kubepods)
+// running container's cgroup, on cgroup v1 with the cgroupfs driver.
+func (c *clusterNode) cgroupCPUSet(t *testing.T, pod string) string {
+	t.Helper()
+	p, err := c.getPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := c.containerIDs(t, pod)
+	if len(ids) != 1 {
+		t.Fatalf("pod %s runs %d containers", pod, len(ids))
+	}
+	file := filepath.Join("/sys/fs/cgroup/cpuset", c.name, "kubepods", "pod"+string(p.UID), ids[0], "cpuset.cpus")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading the container's cpuset: %v", err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // checkPodResourcesPinning: pod-resources lists the container's exclusive CPU and its
