@@ -57,7 +57,8 @@ func newResourceManagers(opts *config.Options, node nodestatus.Options, capacity
 	if err != nil {
 		return nil, fmt.Errorf("failed to initialize memory manager: %w", err)
 	}
-	tm.AddHintProvider(deviceHints{devices})
+	devices.SetAffinity(tm)
+	tm.AddHintProvider(devices.HintProvider())
 	tm.AddHintProvider(cpus)
 	tm.AddHintProvider(memory)
 	collectors := append(append(topologymanager.Collectors(), cpus.Collectors()...), memory.Collectors()...)
@@ -135,19 +136,6 @@ func (r *resourceManagers) containerCreated(pod *v1.Pod, c *v1.Container, id str
 // forgetPod drops the topology manager's affinities of a pod that has stopped; the CPU
 // and memory managers drop their state of pods that are no longer active themselves.
 func (r *resourceManagers) forgetPod(pod *v1.Pod) { r.topology.RemovePod(string(pod.UID)) }
-
-// deviceHints makes the device plugins a hint provider: their devices are allocated in
-// the topology manager's admission, after the hints are merged. They give no NUMA
-// hints yet (no preference), so device topology is not aligned.
-type deviceHints struct{ m *deviceplugin.Manager }
-
-func (deviceHints) GetTopologyHints(*v1.Pod, *v1.Container) map[string][]topologymanager.TopologyHint {
-	return nil
-}
-func (deviceHints) GetPodTopologyHints(*v1.Pod) map[string][]topologymanager.TopologyHint { return nil }
-func (d deviceHints) Allocate(pod *v1.Pod, c *v1.Container) error {
-	return d.m.Allocate(context.Background(), pod, c)
-}
 
 // cpuRuntime is what the CPU manager's reconcile loop asks of the runtime.
 type cpuRuntime struct{ rs internalapi.RuntimeService }

@@ -40,8 +40,9 @@ type fakePlugin struct {
 	preferred []*pluginapi.ContainerPreferredAllocationRequest
 	// allocResp builds the answer to Allocate; the default sets GPU=<ids>.
 	allocResp func(ids []string) *pluginapi.ContainerAllocateResponse
-	// prefer answers GetPreferredAllocation.
-	prefer []string
+	// prefer answers GetPreferredAllocation, or preferErr fails it.
+	prefer    []string
+	preferErr error
 	// allocErr fails the next Allocate.
 	allocErr error
 }
@@ -166,6 +167,9 @@ func (p *fakePlugin) GetPreferredAllocation(_ context.Context, r *pluginapi.Pref
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.preferred = append(p.preferred, r.ContainerRequests...)
+	if p.preferErr != nil {
+		return nil, p.preferErr
+	}
 	return &pluginapi.PreferredAllocationResponse{ContainerResponses: []*pluginapi.ContainerPreferredAllocationResponse{{DeviceIDs: p.prefer}}}, nil
 }
 

@@ -4,8 +4,9 @@
 // devices to containers at admission (Allocate, GetPreferredAllocation), hands the
 // runtime the envs, mounts, device nodes, annotations and CDI devices the plugins
 // answered (PreStartContainer first when asked), and keeps the allocations in upstream's
-// kubelet_internal_checkpoint so that they survive a restart. Topology hints are not
-// computed: nodelet has no topology manager.
+// kubelet_internal_checkpoint so that they survive a restart. As a topology manager
+// hint provider (HintProvider) it gives the NUMA placements its devices allow, and
+// picks devices on the NUMA nodes the topology manager chose (SetAffinity).
 package deviceplugin
 
 import (
@@ -24,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin/checkpoint"
+	"github.com/nodelet/nodelet/pkg/node/topologymanager"
 )
 
 const (
@@ -117,6 +119,10 @@ type Manager struct {
 	activePods     ActivePodsFunc
 	sourcesReady   func() bool
 	runningAtStart sets.Set[ContainerKey]
+	// affinity gives the NUMA nodes chosen for a container (nil: none);
+	// machineNUMANodes are the machine's NUMA nodes, nil when unknown.
+	affinity         topologymanager.Store
+	machineNUMANodes []int
 
 	capacityChanged chan struct{}
 	updates         chan ResourceUpdate

@@ -6,11 +6,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/node/topologymanager"
 )
 
 // devicePicker chooses the devices of one resource for one container (upstream's
-// devicesToAllocate without topology alignment: nodelet has no topology manager, so
-// every available device is "without affinity"). Its methods need the manager's mutex.
+// devicesToAllocate). Its methods that touch the manager's state need its mutex.
 type devicePicker struct {
 	m         *Manager
 	resource  string
@@ -18,36 +19,118 @@ type devicePicker struct {
 	needed    int
 	allocated sets.Set[string]
 	available sets.Set[string]
+	groups    affinityGroups
 	endpoint  *endpoint
 }
 
 // devicesToAllocate returns the devices to ask the plugin for; none when the container
 // has its devices already (it restarted, or it was running before the kubelet
-// restarted).
+// restarted). The devices picked count as allocated until the allocation is recorded,
+// or until it fails: then they are released.
 func (m *Manager) devicesToAllocate(ctx context.Context, podUID, container, resource string, required int, reusable sets.Set[string]) (sets.Set[string], error) {
+	devs, err := m.pickDevices(ctx, podUID, container, resource, required, reusable)
+	if err != nil {
+		m.resetAllocatedDevices()
+	}
+	return devs, err
+}
+
+func (m *Manager) pickDevices(ctx context.Context, podUID, container, resource string, required int, reusable sets.Set[string]) (sets.Set[string], error) {
 	logger := klog.FromContext(ctx)
 	_, sourcesReady := m.podSources()
 	ready := sourcesReady()
+	affinity := m.affinityFor(podUID, container)
 	m.mu.Lock()
 	p, err := m.startPick(logger, podUID, container, resource, required, reusable, ready)
+	if p != nil && p.needed > 0 {
+		p.groups = m.filterByAffinity(resource, p.available, affinity)
+	}
 	m.mu.Unlock()
-	if err != nil || p == nil {
+	switch {
+	case err != nil || p == nil:
 		return nil, err
-	}
-	if p.needed == 0 {
+	case p.needed == 0:
 		return p.allocated, nil
+	case p.needed < p.groups.aligned.Len():
+		return p.pickAligned(ctx, logger, podUID, container)
 	}
+	return p.pickBeyondAligned(ctx, logger, podUID, container)
+}
+
+// pickAligned picks among the aligned devices, which are more than needed: the plugin
+// chooses which of them.
+func (p *devicePicker) pickAligned(ctx context.Context, logger klog.Logger, podUID, container string) (sets.Set[string], error) {
+	aligned := p.groups.aligned
 	// The plugin is asked without the mutex: it may take its time.
-	preferred, err := p.preferredDevices(ctx, logger, podUID, container)
+	preferred, err := p.preferredDevices(ctx, logger, podUID, container, aligned)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if p.take(preferred.Intersection(p.available)) || p.take(p.available) {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	if p.take(preferred.Intersection(aligned)) || p.take(aligned) {
 		return p.allocated, nil
 	}
-	return nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", p.required, p.required-p.needed)
+	return nil, p.shortfall()
+}
+
+// pickBeyondAligned takes all the aligned devices, which are not enough (or none, when
+// there is no affinity), then lets the plugin choose the rest among the available
+// devices, then falls back to the unaligned devices and last to those without NUMA
+// node.
+func (p *devicePicker) pickBeyondAligned(ctx context.Context, logger klog.Logger, podUID, container string) (sets.Set[string], error) {
+	groups := p.groups
+	p.m.mu.Lock()
+	done := p.take(groups.aligned)
+	p.m.mu.Unlock()
+	if done {
+		return p.allocated, nil
+	}
+	preferred, err := p.preferredDevices(ctx, logger, podUID, container, p.available)
+	if err != nil {
+		return nil, err
+	}
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	if p.take(preferred.Intersection(p.available)) || p.take(groups.unaligned) || p.take(groups.withoutTopology) {
+		return p.allocated, nil
+	}
+	return nil, p.shortfall()
+}
+
+func (p *devicePicker) shortfall() error {
+	return fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", p.required, p.required-p.needed)
+}
+
+// affinityGroups split the available devices by the container's NUMA affinity.
+type affinityGroups struct {
+	// aligned have a NUMA node in the affinity, unaligned only NUMA nodes outside it,
+	// withoutTopology none at all.
+	aligned, unaligned, withoutTopology sets.Set[string]
+}
+
+// filterByAffinity splits available by the affinity (upstream's filterByAffinity). With
+// no affinity, or devices of the resource without topology, every device is "without
+// topology": nothing to align. A device on several NUMA nodes is aligned when any of
+// them is in the affinity. It needs the mutex.
+func (m *Manager) filterByAffinity(resource string, available sets.Set[string], affinity topologymanager.Mask) affinityGroups {
+	g := affinityGroups{aligned: sets.New[string](), unaligned: sets.New[string](), withoutTopology: sets.New[string]()}
+	if affinity.IsEmpty() || !m.hasTopology(resource) {
+		g.withoutTopology = available.Clone()
+		return g
+	}
+	for id := range available {
+		dev := m.allDevices[resource][id]
+		switch {
+		case len(dev.GetTopology().GetNodes()) == 0:
+			g.withoutTopology.Insert(id)
+		case onAnyNode(dev, affinity):
+			g.aligned.Insert(id)
+		default:
+			g.unaligned.Insert(id)
+		}
+	}
+	return g
 }
 
 // startPick checks the resource can be allocated at all and takes the reusable devices
@@ -62,7 +145,7 @@ func (m *Manager) startPick(logger klog.Logger, podUID, container, resource stri
 	if p.take(reusable) {
 		return p, nil
 	}
-	p.available = m.healthyDevices[resource].Difference(m.allocatedDevices[resource])
+	p.available = m.availableDevices(resource)
 	if p.available.Len() < p.needed {
 		return nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", resource, p.needed, p.available.Len())
 	}
@@ -128,16 +211,16 @@ func (p *devicePicker) take(devices sets.Set[string]) bool {
 	return false
 }
 
-// preferredDevices asks the plugin to choose, when its options say it can, among the
-// available devices and those taken already (which it must include).
-func (p *devicePicker) preferredDevices(ctx context.Context, logger klog.Logger, podUID, container string) (sets.Set[string], error) {
+// preferredDevices asks the plugin to choose, when its options say it can, among
+// candidates and the devices taken already (which it must include).
+func (p *devicePicker) preferredDevices(ctx context.Context, logger klog.Logger, podUID, container string, candidates sets.Set[string]) (sets.Set[string], error) {
 	opts := p.endpoint.opts
 	if opts == nil || !opts.GetPreferredAllocationAvailable {
 		logger.V(5).Info("Plugin options indicate to skip GetPreferredAllocation for resource", "resourceName", p.resource, "podUID", podUID, "containerName", container)
 		return nil, nil
 	}
 	logger.V(4).Info("Issuing a GetPreferredAllocation call for container", "resourceName", p.resource, "containerName", container, "podUID", podUID)
-	resp, err := p.endpoint.getPreferredAllocation(ctx, sets.List(p.available.Union(p.allocated)), sets.List(p.allocated), p.required)
+	resp, err := p.endpoint.getPreferredAllocation(ctx, sets.List(candidates.Union(p.allocated)), sets.List(p.allocated), p.required)
 	if err != nil {
 		return nil, fmt.Errorf("device plugin GetPreferredAllocation rpc failed with err: %v", err)
 	}

@@ -55,6 +55,18 @@ func (p podDevices) containerDevices(podUID, container, resource string) sets.Se
 	return a.deviceIDs.Devices()
 }
 
+// podResourceDevices returns the device IDs of the resource held by any container of
+// the pod.
+func (p podDevices) podResourceDevices(podUID, resource string) sets.Set[string] {
+	out := sets.New[string]()
+	for _, resources := range p[podUID] {
+		if a, ok := resources[resource]; ok {
+			out = out.Union(a.deviceIDs.Devices())
+		}
+	}
+	return out
+}
+
 // addContainerDevices adds the container's devices to byResource.
 func (p podDevices) addContainerDevices(podUID, container string, byResource map[string]sets.Set[string]) {
 	for resource, a := range p[podUID][container] {
