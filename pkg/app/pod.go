@@ -26,6 +26,8 @@ import (
 	"github.com/nodelet/nodelet/pkg/config"
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/node/cpumanager"
+	"github.com/nodelet/nodelet/pkg/node/memorymanager"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/stats"
 	"github.com/nodelet/nodelet/pkg/node/volumes"
@@ -278,6 +280,8 @@ func loopConfig(opts *config.Options, nodeName string, nodeIPs []net.IP) kubelet
 		GCPolicy: container.GCPolicy{MinAge: opts.MinimumGCAge.Duration,
 			MaxPerPodContainer: int(opts.MaxPerPodContainerCount), MaxContainers: int(opts.MaxContainerCount)},
 		PodLevelResourcesResize: featureEnabled(cfg, podLevelResizeGate, true),
+		StaticCPUManager:        cfg.CPUManagerPolicy == cpumanager.PolicyStatic,
+		StaticMemoryManager:     cfg.MemoryManagerPolicy == memorymanager.PolicyStatic,
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -103,7 +105,7 @@ func (r *resourceManagers) admit(pod *v1.Pod) (bool, string, string) { return r.
 
 // start runs the CPU manager's reconcile loop and drops the memory manager's stale state.
 func (r *resourceManagers) start(ctx context.Context, activePods func() []*v1.Pod, rs internalapi.RuntimeService) error {
-	if err := r.cpus.Start(ctx, activePods, cpuRuntime{rs}); err != nil {
+	if err := r.cpus.Start(ctx, activePods, &cpuRuntime{rs: rs}); err != nil {
 		return err
 	}
 	return r.memory.Start(ctx, activePods)
@@ -137,22 +139,41 @@ func (r *resourceManagers) containerCreated(pod *v1.Pod, c *v1.Container, id str
 // and memory managers drop their state of pods that are no longer active themselves.
 func (r *resourceManagers) forgetPod(pod *v1.Pod) { r.topology.RemovePod(string(pod.UID)) }
 
-// cpuRuntime is what the CPU manager's reconcile loop asks of the runtime.
-type cpuRuntime struct{ rs internalapi.RuntimeService }
+// cpuRuntime is what the CPU manager's reconcile loop asks of the runtime. One
+// reconcile pass asks for every active container: the running containers are listed
+// once and the list is used for a second, instead of one CRI call per container.
+type cpuRuntime struct {
+	rs      internalapi.RuntimeService
+	mu      sync.Mutex
+	listed  time.Time
+	running map[[2]string]string // {pod UID, container name} → container ID
+}
 
-func (r cpuRuntime) RunningContainerID(podUID, containerName string) (string, bool) {
-	list, err := r.rs.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{criconfig.PodUIDLabel: podUID, criconfig.ContainerNameLabel: containerName}})
-	if err != nil || len(list) == 0 {
-		return "", false
+// cpuRuntimeListTTL is how long one listing of the running containers is used.
+const cpuRuntimeListTTL = time.Second
+
+func (r *cpuRuntime) RunningContainerID(podUID, containerName string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running == nil || time.Since(r.listed) > cpuRuntimeListTTL {
+		list, err := r.rs.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
+			State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+		if err != nil {
+			return "", false
+		}
+		r.running = make(map[[2]string]string, len(list))
+		for _, c := range list {
+			r.running[[2]string{c.Labels[criconfig.PodUIDLabel], c.Labels[criconfig.ContainerNameLabel]}] = c.Id
+		}
+		r.listed = time.Now()
 	}
-	return list[0].Id, true
+	id, ok := r.running[[2]string{podUID, containerName}]
+	return id, ok
 }
 
 // UpdateContainerCPUSet changes only the container's cpuset, as upstream's reconcile
 // does: the runtime keeps every resource left unset.
-func (r cpuRuntime) UpdateContainerCPUSet(ctx context.Context, id string, cpus cpuset.CPUSet) error {
+func (r *cpuRuntime) UpdateContainerCPUSet(ctx context.Context, id string, cpus cpuset.CPUSet) error {
 	return r.rs.UpdateContainerResources(ctx, id, &runtimeapi.ContainerResources{
 		Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: cpus.String()}})
 }

@@ -72,7 +72,7 @@ func (c *healthCache) update(logger klog.Logger, driverName string, reported []s
 	defer c.mu.Unlock()
 	now := time.Now()
 	driver, ok := c.devices[driverName]
-	if !ok {
+	if !ok || driver.Devices == nil {
 		driver = state.DriverHealthState{Devices: map[string]state.DeviceHealth{}}
 		c.devices[driverName] = driver
 	}

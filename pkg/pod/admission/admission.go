@@ -130,7 +130,7 @@ func New(node func() (*v1.Node, error), opts Options) (*Admitter, error) {
 	a.handlers = []handler{
 		a.admitNodePressure,
 		a.admitSysctls,
-		a.admitResources,
+		resourcesHandler: a.admitResources,
 		a.admitPredicates,
 		a.admitAppArmor,
 		a.admitDeclaredFeatures,
@@ -138,6 +138,10 @@ func New(node func() (*v1.Node, error), opts Options) (*Admitter, error) {
 	}
 	return a, nil
 }
+
+// resourcesHandler is admitResources' place in the handlers, after node pressure and
+// sysctls and before the predicates, as upstream orders them.
+const resourcesHandler = 2
 
 // Admit checks pod against the node and the pods already admitted and still active.
 //
@@ -169,7 +173,12 @@ func (a *Admitter) admit(pod *v1.Pod, active []*v1.Pod, operation string) Result
 			others = append(others, p)
 		}
 	}
-	for _, admit := range a.handlers {
+	for i, admit := range a.handlers {
+		// A resize allocates nothing more: the resource managers keep a container's
+		// CPUs, memory and devices as admitted (upstream's static policies skip resizes).
+		if operation == "resize" && i == resourcesHandler {
+			continue
+		}
 		if r := admit(pod, others); !r.Admit {
 			klog.InfoS("Pod admission denied", "podUID", pod.UID, "pod", klog.KObj(pod),
 				"reason", r.Reason, "message", r.Message, "operation", operation)

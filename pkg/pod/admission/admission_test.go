@@ -260,3 +260,18 @@ func TestAdmitLeavesPodOutOfActive(t *testing.T) {
 	checkResult(t, a.Admit(pod, append(others, apiPod("o3"))),
 		"OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3")
 }
+
+// A resize is not allocated again by the resource managers: they keep what the pod was
+// admitted with.
+func TestResizeSkipsTheResourceManagers(t *testing.T) {
+	calls := 0
+	a := newTestAdmitter(t, testNode(), Options{AllocateResources: func(*v1.Pod) (bool, string, string) {
+		calls++
+		return false, "TopologyAffinityError", "Resources cannot be allocated with Topology locality"
+	}})
+	checkResult(t, a.AdmitResize(apiPod("p"), nil), "", "")
+	if calls != 0 {
+		t.Errorf("the resource managers were asked %d times for a resize", calls)
+	}
+	checkResult(t, a.Admit(apiPod("q"), nil), "TopologyAffinityError", "Resources cannot be allocated with Topology locality")
+}

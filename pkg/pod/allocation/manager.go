@@ -85,6 +85,10 @@ type Options struct {
 	// PodLevelResize is the InPlacePodLevelResourcesVerticalScaling gate: when off, a
 	// change of spec.resources is Infeasible.
 	PodLevelResize bool
+	// StaticCPUManager and StaticMemoryManager: the CPU manager's policy is static, the
+	// memory manager's Static. A Guaranteed pod's CPU (memory) cannot then be resized
+	// in place: its CPUs (NUMA memory) are pinned (upstream's gates for that are off).
+	StaticCPUManager, StaticMemoryManager bool
 	// Now is the clock of the periodic retries; nil is time.Now.
 	Now func() time.Time
 }
@@ -333,11 +337,55 @@ func (m *Manager) canResize(pod, allocatedPod *v1.Pod) (bool, string, string) {
 		metrics.PodInfeasibleResizes.WithLabelValues("plr_feature_gate_off").Inc()
 		return false, v1.PodReasonInfeasible, podLevelResizeDisabled
 	}
+	if ok, message := m.pinnedResize(pod, allocatedPod); !ok {
+		return false, v1.PodReasonInfeasible, message
+	}
 	var active []*v1.Pod
 	if m.opts.ActivePods != nil {
 		active = m.opts.ActivePods()
 	}
 	return m.opts.Admit(pod, m.allocatedPods(active, pod.UID), true)
+}
+
+// pinnedResize refuses, as Infeasible with upstream's message, a resize of a
+// Guaranteed pod's CPU under the static CPU manager or of its memory under the Static
+// memory manager.
+func (m *Manager) pinnedResize(pod, allocatedPod *v1.Pod) (bool, string) {
+	if qos.GetPodQOS(pod) != v1.PodQOSGuaranteed {
+		return true, ""
+	}
+	if m.opts.StaticCPUManager && resizesRequest(pod, allocatedPod, v1.ResourceCPU) {
+		metrics.PodInfeasibleResizes.WithLabelValues("guaranteed_pod_cpu_manager_static_policy").Inc()
+		return false, `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+	}
+	if m.opts.StaticMemoryManager && resizesRequest(pod, allocatedPod, v1.ResourceMemory) {
+		metrics.PodInfeasibleResizes.WithLabelValues("guaranteed_pod_memory_manager_static_policy").Inc()
+		return false, `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`
+	}
+	return true, ""
+}
+
+// resizesRequest says whether a resizable container (an app container, or a sidecar)
+// asks for another request of the resource than it was allocated; a Guaranteed pod's
+// limits equal its requests.
+func resizesRequest(pod, allocatedPod *v1.Pod, name v1.ResourceName) bool {
+	allocated := map[string]v1.ResourceList{}
+	for _, c := range append(append([]v1.Container{}, allocatedPod.Spec.InitContainers...), allocatedPod.Spec.Containers...) {
+		allocated[c.Name] = c.Resources.Requests
+	}
+	resizable := pod.Spec.Containers
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			resizable = append(resizable, c)
+		}
+	}
+	for _, c := range resizable {
+		want, had := c.Resources.Requests[name], allocated[c.Name][name]
+		if !want.Equal(had) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Manager) event(pod *v1.Pod, eventType, reason, message string) {

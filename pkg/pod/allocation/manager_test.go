@@ -299,3 +299,33 @@ func TestPeriodicRetry(t *testing.T) {
 		t.Fatalf("not retried after the initial delay: %dm", got)
 	}
 }
+
+// Under the static CPU manager a Guaranteed pod's CPU cannot be resized in place: its
+// CPUs are pinned. A Burstable pod's can.
+func TestGuaranteedCPUResizeIsInfeasibleWithStaticCPUManager(t *testing.T) {
+	tm := newTestManager(t, true)
+	tm.opts.StaticCPUManager = true
+	guaranteed := cpuPod("g", "1")
+	for _, list := range []v1.ResourceList{guaranteed.Spec.Containers[0].Resources.Requests, guaranteed.Spec.Containers[0].Resources.Limits} {
+		list[v1.ResourceMemory] = resource.MustParse("64Mi")
+	}
+	burstable := cpuPod("b", "500m")
+	burstable.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("1")
+	tm.add(t, guaranteed)
+	tm.add(t, burstable)
+
+	tm.resize(guaranteed, "2")
+	c := tm.conds.Pending(guaranteed.UID)
+	if c == nil || c.Reason != v1.PodReasonInfeasible || c.Message != `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"` {
+		t.Fatalf("pending condition %+v", c)
+	}
+	next := burstable.DeepCopy()
+	next.Generation++
+	next.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("600m")
+	tm.pods[next.UID] = next
+	tm.PushPendingResize(next.UID)
+	tm.RetryPendingResizes(TriggerPodUpdated)
+	if c := tm.conds.Pending(burstable.UID); c != nil {
+		t.Fatalf("the Burstable pod's resize is pending: %+v", c)
+	}
+}

@@ -141,6 +141,9 @@ type Config struct {
 	// PodLevelResourcesResize is the InPlacePodLevelResourcesVerticalScaling gate: when
 	// off, resizes of spec.resources are Infeasible.
 	PodLevelResourcesResize bool
+	// StaticCPUManager and StaticMemoryManager make a Guaranteed pod's CPU (memory)
+	// resize Infeasible: the resource managers pin them.
+	StaticCPUManager, StaticMemoryManager bool
 }
 
 // Deps are the components the loop drives; each is a small interface or a package of its own.
@@ -195,7 +198,7 @@ type Kubelet struct {
 	workQueue   *podworkers.WorkQueue
 	reasons     *status.ReasonCache
 	backOff     *flowcontrol.Backoff
-	rejected    sets.Set[types.UID]
+	rejected    *uidSet
 	housekeeper *housekeeper
 	sourcesSeen seenSources
 	deadlines   *activeDeadlines
@@ -230,7 +233,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		reasons:   status.NewReasonCache(),
 		// CrashLoopBackOff: 10 s doubling to 5 min, as upstream.
 		backOff:     flowcontrol.NewBackOff(10*time.Second, 300*time.Second),
-		rejected:    sets.New[types.UID](),
+		rejected:    &uidSet{set: sets.New[types.UID]()},
 		sourcesSeen: seenSources{seen: sets.New[string]()},
 		startup:     podstartup.NewTracker(deps.Clock),
 	}
@@ -241,6 +244,7 @@ func New(cfg Config, deps Deps) *Kubelet {
 		ActivePods: k.ActivePods, PodByUID: k.pods.GetPodByUID, SourcesReady: k.sourcesReady,
 		TriggerSync:    func(pod *v1.Pod) { k.dispatch(pod, podworkers.SyncPodSync) },
 		PodLevelResize: cfg.PodLevelResourcesResize, Now: deps.Clock.Now,
+		StaticCPUManager: cfg.StaticCPUManager, StaticMemoryManager: cfg.StaticMemoryManager,
 	})
 	k.workers = podworkers.New(newTracedSyncer(k, deps.Tracer), deps.Cache, k.workQueue, deps.Clock, cfg.SyncFrequency)
 	k.housekeeper = newHousekeeper(k)
@@ -299,4 +303,29 @@ func (k *Kubelet) runContainerGC(ctx context.Context) {
 			k.garbageCollect(ctx)
 		}
 	}
+}
+
+// uidSet is a set of pod UIDs safe for concurrent use: the loop writes it, and
+// ActivePods reads it from the resource managers' and servers' goroutines.
+type uidSet struct {
+	mu  sync.RWMutex
+	set sets.Set[types.UID]
+}
+
+func (u *uidSet) Has(uid types.UID) bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.set.Has(uid)
+}
+
+func (u *uidSet) Insert(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.set.Insert(uid)
+}
+
+func (u *uidSet) Delete(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.set.Delete(uid)
 }

@@ -24,7 +24,22 @@ func ReadHealth(path string) (DevicesHealthMap, error) {
 	if err := json.Unmarshal(blob, &health); err != nil {
 		return DevicesHealthMap{}, err
 	}
-	return health, nil
+	return withoutNilMaps(health), nil
+}
+
+// withoutNilMaps makes a file's "null" maps empty ones, so that a malformed file never
+// makes a later health report panic.
+func withoutNilMaps(health DevicesHealthMap) DevicesHealthMap {
+	if health == nil {
+		health = DevicesHealthMap{}
+	}
+	for name, driver := range health {
+		if driver.Devices == nil {
+			driver.Devices = map[string]DeviceHealth{}
+			health[name] = driver
+		}
+	}
+	return health
 }
 
 // WriteHealth replaces a health file atomically.

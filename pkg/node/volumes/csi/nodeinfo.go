@@ -72,7 +72,7 @@ func (m *Manager) InitializeNode(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("failed to initialize CSINode after retrying: %v (last error: %v)", err, lastErr)
+		return fmt.Errorf("failed to initialize CSINode after retrying: %w (last error: %v)", err, lastErr)
 	}
 	return nil
 }

@@ -120,6 +120,7 @@ func (m *Manager) Publish(ctx context.Context, req PublishRequest) (string, erro
 		}
 		return "", fmt.Errorf("NodePublishVolume: %w", err)
 	}
+	// A driver handed the fsGroup (VOLUME_MOUNT_GROUP) has applied it itself.
 	if nreq.GetVolumeCapability().GetMount().GetVolumeMountGroup() == "" && kubeletAppliesFSGroup(req) {
 		if err := ownership.Set(dir, req.FSGroup, req.FSGroupChangePolicy, req.ReadOnly); err != nil {
 			return "", &uncertainError{err: fmt.Errorf("applyFSGroup failed for vol %s: %w", req.VolumeHandle, err)}

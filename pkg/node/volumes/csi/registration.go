@@ -15,9 +15,9 @@ import (
 
 // nodeInfo is a driver's NodeGetInfo answer.
 type nodeInfo struct {
-	nodeID      string
-	maxVolumes  int64
-	topology    map[string]string
+	nodeID     string
+	maxVolumes int64
+	topology   map[string]string
 }
 
 // ValidatePlugin accepts a driver speaking a CSI 1.x version newer than the one of a
