@@ -8,7 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -21,6 +25,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/token"
 	"github.com/nodelet/nodelet/pkg/node/volumes"
+	"github.com/nodelet/nodelet/pkg/node/volumes/csi"
 	"github.com/nodelet/nodelet/pkg/pod/mirror"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/pod/status"
@@ -161,6 +166,38 @@ func (c *cluster) volumeAPI(ctx context.Context, nodeAllocatable func() v1.Resou
 	go tokens.RunCleanup(ctx)
 	api.Objects, api.Tokens, api.Claims = c.objects, tokens, c.objects
 	return api
+}
+
+// csiDrivers is the node's CSI driver registry. In cluster mode the drivers' volumes
+// are published through it and it keeps the node's CSINode object, which it creates at
+// start (upstream's InitializeCSINode); standalone drivers register but publish nothing.
+func (c *cluster) csiDrivers(ctx context.Context, rootDir, nodeName string, vols *volumes.Manager) *csi.Manager {
+	if c == nil {
+		return csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName})
+	}
+	drivers := csi.New(csi.Config{RootDir: rootDir, NodeName: nodeName, Client: c.clients.Kube})
+	vols.SetCSI(drivers, csiObjects{c.clients.Kube}, nodeName)
+	go func() {
+		if err := drivers.InitializeNode(ctx); err != nil && ctx.Err() == nil {
+			klog.ErrorS(err, "Failed to initialize the CSINode object")
+		}
+	}()
+	return drivers
+}
+
+// csiObjects reads the CSIDriver and VolumeAttachment objects CSI volumes need.
+type csiObjects struct{ client kubernetes.Interface }
+
+func (o csiObjects) GetCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
+	d, err := o.client.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return d, err
+}
+
+func (o csiObjects) GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error) {
+	return o.client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 }
 
 // statusSyncer writes pod statuses to the API server; nil standalone.

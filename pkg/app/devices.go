@@ -17,6 +17,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
 	"github.com/nodelet/nodelet/pkg/node/dra"
 	"github.com/nodelet/nodelet/pkg/node/pluginwatcher"
+	"github.com/nodelet/nodelet/pkg/node/volumes/csi"
 	"github.com/nodelet/nodelet/pkg/pod/kubelet"
 	"github.com/nodelet/nodelet/pkg/pod/podmanager"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
@@ -87,11 +88,12 @@ func startDRA(ctx context.Context, m *dra.Manager, loop *kubelet.Kubelet, health
 }
 
 // startPluginWatcher watches <root-dir>/plugins_registry for the sockets of node plugins
-// (DRA drivers; CSI drivers later) and registers each with the handler of its type.
-// Like upstream's plugin manager it starts at once, not waiting for the pod sources.
-func startPluginWatcher(ctx context.Context, rootDir string, claims *dra.Manager, reg prometheus.Registerer) error {
+// (DRA and CSI drivers) and registers each with the handler of its type. Like upstream's
+// plugin manager it starts at once, not waiting for the pod sources.
+func startPluginWatcher(ctx context.Context, rootDir string, claims *dra.Manager, drivers *csi.Manager, reg prometheus.Registerer) error {
 	w := pluginwatcher.New(filepath.Join(rootDir, pluginwatcher.RegistryDirName))
 	w.AddHandler(dra.PluginType, claims.PluginHandler())
+	w.AddHandler(csi.PluginType, drivers)
 	if err := reg.Register(w.Collector()); err != nil {
 		return err
 	}

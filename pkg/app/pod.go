@@ -187,6 +187,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	}
 	late.node = node
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
+	csiDrivers := cl.csiDrivers(ctx, opts.RootDirectory, nodeName, vols)
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
 		AllocateResources:  managers.admit,
 		PressureConditions: evictions.PressureConditions, ShuttingDown: func() bool { return shutdown.ShutdownStatus() != nil }})
@@ -242,7 +243,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err := startDRA(ctx, claims, k, health); err != nil {
 		return nil, err
 	}
-	if err := startPluginWatcher(ctx, opts.RootDirectory, claims, registries.Kubelet); err != nil {
+	if err := startPluginWatcher(ctx, opts.RootDirectory, claims, csiDrivers, registries.Kubelet); err != nil {
 		return nil, err
 	}
 	servePodResources(ctx, opts.RootDirectory, k, pods, devices, claims, managers, podResourcesMetrics)

@@ -42,8 +42,14 @@ type toolProcess struct {
 // end stops it (SIGTERM, so that it removes its sockets) unless it was killed before.
 func startUpstreamTool(t *testing.T, name string, env []string, args ...string) *toolProcess {
 	t.Helper()
+	return startTool(t, name, upstreamToolBin(t, name), env, args...)
+}
+
+// startTool runs bin as startUpstreamTool does.
+func startTool(t *testing.T, name, bin string, env []string, args ...string) *toolProcess {
+	t.Helper()
 	p := &toolProcess{t: t, name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(upstreamToolBin(t, name), args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {

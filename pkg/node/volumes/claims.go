@@ -35,6 +35,9 @@ type claimMount struct {
 	pvName string
 	// relabel: a directory nodelet made for the pod (a local volume's bind mount).
 	relabel bool
+	// csi: published by a CSI driver, which is not asked again while the pod runs
+	// (upstream's volume manager publishes once; the driver keeps the mount).
+	csi bool
 }
 
 // claimMounts remembers, per pod and volume, where its claim was mounted by SetUpPod,
@@ -80,10 +83,14 @@ func claimName(pod *v1.Pod, vol *v1.Volume) (name string, readOnly, ephemeral bo
 
 // setUpClaim finds the volume bound to the pod's claim and makes it ready: a local
 // volume is bind-mounted into the pod's directory, a hostPath one is used in place.
-// Volumes that need attaching or a driver (CSI, NFS, ...) are refused by type.
+// a CSI volume is staged and published by its driver. Other types (NFS, ...) are
+// refused by type.
 func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
 	if m.api.Claims == nil {
 		return errNoAPI
+	}
+	if cm, ok := m.claims.get(pod.UID, vol.Name); ok && cm.csi {
+		return nil
 	}
 	pv, readOnly, err := m.boundVolume(ctx, pod, vol)
 	if err != nil {
@@ -100,6 +107,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	case pv.Spec.HostPath != nil:
 		cm.path = pv.Spec.HostPath.Path
 		err = setUpHostPath(pv.Spec.HostPath)
+	case pv.Spec.CSI != nil:
+		cm.csi = true
+		cm.path, err = m.setUpCSIPersistent(ctx, pod, pv, readOnly)
 	default:
 		err = fmt.Errorf("persistent volume %q: type %s is not supported yet", pv.Name, persistentVolumeTypeName(&pv.Spec.PersistentVolumeSource))
 	}

@@ -109,7 +109,7 @@ func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, volumeAttrs, 
 		dir, attrs.readOnly = m.projectionPath(pod.UID, vol), true
 	case vol.HostPath != nil:
 		return vol.HostPath.Path, volumeAttrs{specName: vol.Name}, nil
-	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
+	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil, vol.CSI != nil:
 		cm, ok := m.claims.get(pod.UID, vol.Name)
 		if !ok {
 			return "", volumeAttrs{}, fmt.Errorf("volume %q: claim is not mounted", vol.Name)

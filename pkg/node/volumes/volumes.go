@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/node/volumes/csi"
 )
 
 // dirPerm is the mode of the kubelet-owned directories above volumes, as
@@ -50,8 +52,13 @@ type Manager struct {
 	supportsRRO func(pod *v1.Pod) bool
 	// api serves the volume types backed by API objects (SetAPI).
 	api API
-	// claims are where the pods' claims are mounted, for MountsFor.
+	// claims are where the pods' claims (and inline CSI volumes) are mounted, for
+	// MountsFor.
 	claims claimMounts
+	// csi publishes CSI volumes through the node's drivers (SetCSI); nil standalone.
+	csi        *csi.Manager
+	csiObjects CSIObjects
+	nodeName   string
 }
 
 // NewManager returns a Manager for the kubelet root dir rootDir.
@@ -154,6 +161,8 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		return m.setUpProjection(ctx, pod, vol)
 	case vol.PersistentVolumeClaim != nil, vol.Ephemeral != nil:
 		return m.setUpClaim(ctx, pod, vol)
+	case vol.CSI != nil:
+		return m.setUpCSIInline(ctx, pod, vol)
 	default:
 		return unsupportedVolumeError(vol)
 	}
@@ -173,6 +182,9 @@ func (m *Manager) CleanupPod(uid types.UID) error {
 		return nil
 	}
 	if err := m.cleanSubPaths(dir); err != nil {
+		return err
+	}
+	if err := m.tearDownCSI(context.Background(), uid); err != nil {
 		return err
 	}
 	if err := m.unmountAllUnder(dir); err != nil {
@@ -196,6 +208,9 @@ func (m *Manager) TearDownPod(uid types.UID) error {
 	}
 	m.forgetPod(uid)
 	if err := m.cleanSubPaths(m.PodDir(uid)); err != nil {
+		return err
+	}
+	if err := m.tearDownCSI(context.Background(), uid); err != nil {
 		return err
 	}
 	dir := m.podVolumesDir(uid)

@@ -266,13 +266,11 @@ func TestTmpfsSize(t *testing.T) {
 
 func TestUnsupportedVolumeTypes(t *testing.T) {
 	vols := []v1.Volume{
-		{Name: "csi", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}},
 		{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "x"}}},
 		{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x"}}},
 		{Name: "none"},
 	}
 	want := []string{
-		`volume "csi": volume type csi is not supported by nodelet yet`,
 		`volume "nfs": volume type nfs is not supported by nodelet yet`,
 		`volume "img": volume type image is not supported by nodelet yet`,
 		`volume "none": no volume source is set`,
@@ -304,6 +302,17 @@ func TestUnsupportedVolumeTypes(t *testing.T) {
 		if _, err := m.MountsFor(pod, c, nil); err == nil || err.Error() != want[i] {
 			t.Errorf("MountsFor(%s) error = %v, want %q", v.Name, err, want[i])
 		}
+	}
+}
+
+// Standalone, an inline CSI volume cannot be published: its driver's CSIDriver object
+// is in the API.
+func TestInlineCSIVolumeStandalone(t *testing.T) {
+	m := newTestManager(t)
+	pod := newPod("uid-1", v1.Volume{Name: "csi", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}})
+	failed := MountErrors(m.SetUpPod(ctx, pod))
+	if len(failed) != 1 || !errors.Is(failed[0], errNoAPI) {
+		t.Fatalf("mount errors %v, want the no-API error", failed)
 	}
 }
 

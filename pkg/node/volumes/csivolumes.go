@@ -1,0 +1,249 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/node/volumes/csi"
+)
+
+// CSIObjects are the API objects a CSI volume needs beyond its claim: the driver's
+// CSIDriver object (nil, nil when there is none) and the VolumeAttachment an attachable
+// driver's volume waits for.
+type CSIObjects interface {
+	GetCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error)
+	GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error)
+}
+
+// SetCSI gives the manager the node's CSI drivers and the objects their volumes need.
+func (m *Manager) SetCSI(drivers *csi.Manager, objects CSIObjects, nodeName string) {
+	m.csi, m.csiObjects, m.nodeName = drivers, objects, nodeName
+}
+
+// csiDriverInfo is what a CSIDriver object says of its volumes, with upstream's defaults
+// for a driver without one.
+type csiDriverInfo struct {
+	attachRequired bool
+	podInfoOnMount bool
+	fsGroupPolicy  storagev1.FSGroupPolicy
+	modes          []storagev1.VolumeLifecycleMode
+}
+
+func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo, error) {
+	info := csiDriverInfo{attachRequired: true, fsGroupPolicy: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy,
+		modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}
+	d, err := m.csiObjects.GetCSIDriver(ctx, name)
+	if err != nil {
+		return info, fmt.Errorf("failed to get CSIDriver %s: %w", name, err)
+	}
+	if d == nil {
+		return info, nil
+	}
+	if d.Spec.AttachRequired != nil {
+		info.attachRequired = *d.Spec.AttachRequired
+	}
+	if d.Spec.PodInfoOnMount != nil {
+		info.podInfoOnMount = *d.Spec.PodInfoOnMount
+	}
+	if d.Spec.FSGroupPolicy != nil {
+		info.fsGroupPolicy = *d.Spec.FSGroupPolicy
+	}
+	if len(d.Spec.VolumeLifecycleModes) > 0 {
+		info.modes = d.Spec.VolumeLifecycleModes
+	}
+	return info, nil
+}
+
+// setUpCSIPersistent stages the persistent volume (once per node) and publishes it into
+// the pod's directory, after its VolumeAttachment is attached when the driver needs one.
+func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
+	if m.csi == nil {
+		return "", errNoAPI
+	}
+	src := pv.Spec.CSI
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return "", fmt.Errorf("persistent volume %q: raw block CSI volumes are not supported by nodelet yet", pv.Name)
+	}
+	info, err := m.csiDriverInfo(ctx, src.Driver)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(info.modes, storagev1.VolumeLifecyclePersistent) {
+		return "", fmt.Errorf("volume lifecycle mode %q not in CSIDriver.spec.volumeLifecycleModes", storagev1.VolumeLifecyclePersistent)
+	}
+	publishContext, err := m.attachment(ctx, src, info)
+	if err != nil {
+		return "", err
+	}
+	capability := csi.VolumeCapability{FSType: src.FSType, MountFlags: pv.Spec.MountOptions, AccessModes: pv.Spec.AccessModes}
+	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
+	if err != nil {
+		return "", err
+	}
+	if err := m.csi.Stage(ctx, csi.StageRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, Capability: capability,
+		PublishContext: publishContext, VolumeContext: src.VolumeAttributes, Secrets: stageSecrets, FSGroup: podFSGroup(pod)}); err != nil {
+		return "", fmt.Errorf("MountVolume.MountDevice failed for volume %q : %w", pv.Name, err)
+	}
+	publishSecrets, err := m.secretData(ctx, src.NodePublishSecretRef)
+	if err != nil {
+		return "", err
+	}
+	return m.csi.Publish(ctx, csi.PublishRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, PodUID: string(pod.UID),
+		SpecName: pv.Name, ReadOnly: readOnly || src.ReadOnly, Capability: capability, PublishContext: publishContext,
+		VolumeContext: src.VolumeAttributes, Secrets: publishSecrets, PodInfo: podInfo(pod, info),
+		FSGroup: podFSGroup(pod), FSGroupPolicy: info.fsGroupPolicy, FSGroupChangePolicy: podFSGroupChangePolicy(pod)})
+}
+
+// setUpCSIInline publishes a pod's inline (ephemeral) CSI volume; it is never staged.
+func (m *Manager) setUpCSIInline(ctx context.Context, pod *v1.Pod, vol *v1.Volume) error {
+	if m.csi == nil {
+		return errNoAPI
+	}
+	if cm, ok := m.claims.get(pod.UID, vol.Name); ok && cm.csi {
+		return nil
+	}
+	src := vol.CSI
+	info, err := m.csiDriverInfo(ctx, src.Driver)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(info.modes, storagev1.VolumeLifecycleEphemeral) {
+		return fmt.Errorf("volume lifecycle mode %q not in CSIDriver.spec.volumeLifecycleModes", storagev1.VolumeLifecycleEphemeral)
+	}
+	secrets, err := m.secretData(ctx, localSecretRef(pod, src.NodePublishSecretRef))
+	if err != nil {
+		return err
+	}
+	readOnly := src.ReadOnly != nil && *src.ReadOnly
+	fsType := ""
+	if src.FSType != nil {
+		fsType = *src.FSType
+	}
+	path, err := m.csi.Publish(ctx, csi.PublishRequest{Driver: src.Driver, VolumeHandle: csi.EphemeralVolumeHandle(string(pod.UID), vol.Name),
+		PodUID: string(pod.UID), SpecName: vol.Name, Ephemeral: true, ReadOnly: readOnly, Capability: csi.VolumeCapability{FSType: fsType},
+		VolumeContext: src.VolumeAttributes, Secrets: secrets, PodInfo: podInfo(pod, info), FSGroup: podFSGroup(pod),
+		FSGroupPolicy: info.fsGroupPolicy, FSGroupChangePolicy: podFSGroupChangePolicy(pod)})
+	if err != nil {
+		return err
+	}
+	m.claims.set(pod.UID, vol.Name, claimMount{path: path, readOnly: readOnly, pvName: vol.Name, csi: true})
+	return nil
+}
+
+// attachment is the publish context of an attached volume: an attachable driver's
+// volume waits until the attach/detach controller's VolumeAttachment reports it
+// attached (the pod's sync is retried until then).
+func (m *Manager) attachment(ctx context.Context, src *v1.CSIPersistentVolumeSource, info csiDriverInfo) (map[string]string, error) {
+	if !info.attachRequired {
+		return nil, nil
+	}
+	name := csi.AttachmentName(src.VolumeHandle, src.Driver, m.nodeName)
+	va, err := m.csiObjects.GetVolumeAttachment(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("volume attachment %s for volume %q is not created yet", name, src.VolumeHandle)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("volume %v has GET error for volume attachment %v: %w", src.VolumeHandle, name, err)
+	}
+	if !va.Status.Attached {
+		if e := va.Status.AttachError; e != nil {
+			return nil, fmt.Errorf("volume attachment %s is not attached: %s", name, e.Message)
+		}
+		return nil, fmt.Errorf("volume attachment %s for volume %q is not attached yet", name, src.VolumeHandle)
+	}
+	return va.Status.AttachmentMetadata, nil
+}
+
+// secretData reads a secret referenced by a CSI volume; nil reference, no data.
+func (m *Manager) secretData(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	s, err := m.api.Objects.GetSecret(ctx, ref.Namespace, ref.Name)
+	if err != nil {
+		return nil, fmt.Errorf("fetching NodeStageSecretRef %s/%s failed: %w", ref.Namespace, ref.Name, err)
+	}
+	out := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// localSecretRef is an inline volume's secret, in the pod's namespace.
+func localSecretRef(pod *v1.Pod, ref *v1.LocalObjectReference) *v1.SecretReference {
+	if ref == nil {
+		return nil
+	}
+	return &v1.SecretReference{Namespace: pod.Namespace, Name: ref.Name}
+}
+
+func podInfo(pod *v1.Pod, info csiDriverInfo) *csi.PodInfo {
+	if !info.podInfoOnMount {
+		return nil
+	}
+	return &csi.PodInfo{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), ServiceAccountName: pod.Spec.ServiceAccountName}
+}
+
+// tearDownCSI unpublishes the pod's CSI volumes through their drivers (they unmount
+// what they mounted), then unstages each persistent volume no other pod has published.
+// It runs before the pod's remaining mounts are taken down.
+func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
+	if m.csi == nil {
+		return nil
+	}
+	published, err := m.csi.ListPublished()
+	if err != nil {
+		return err
+	}
+	type staged struct{ driver, handle string }
+	var mine []staged
+	var errs []error
+	for _, p := range published {
+		if p.PodUID != string(uid) {
+			continue
+		}
+		if err := m.csi.Unpublish(ctx, p.PodUID, p.SpecName); err != nil {
+			errs = append(errs, fmt.Errorf("UnmountVolume.TearDown failed for volume %q: %w", p.SpecName, err))
+			continue
+		}
+		if p.DataErr == nil && p.Data.VolumeLifecycleMode != string(storagev1.VolumeLifecycleEphemeral) {
+			mine = append(mine, staged{p.Data.DriverName, p.Data.VolumeHandle})
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, s := range mine {
+		if m.publishedElsewhere(s.driver, s.handle) {
+			continue
+		}
+		if err := m.csi.Unstage(ctx, s.driver, s.handle); err != nil {
+			return fmt.Errorf("UnmountDevice failed for volume %q: %w", s.handle, err)
+		}
+		klog.V(2).InfoS("Volume unstaged", "driver", s.driver, "volumeHandle", s.handle)
+	}
+	return nil
+}
+
+// publishedElsewhere says whether another pod still has the volume published.
+func (m *Manager) publishedElsewhere(driver, handle string) bool {
+	published, err := m.csi.ListPublished()
+	if err != nil {
+		return true // keep it staged rather than pull it from under a pod
+	}
+	for _, p := range published {
+		if p.DataErr == nil && p.Data.DriverName == driver && p.Data.VolumeHandle == handle {
+			return true
+		}
+	}
+	return false
+}
