@@ -58,7 +58,8 @@ type csiDriver struct {
 
 func startCSIDriver(t *testing.T, c *clusterNode, rootDir string) *csiDriver {
 	t.Helper()
-	name := c.namespace + ".hostpath.csi.nodelet.test"
+	// Short: the registration socket path must fit a unix socket address (108 bytes).
+	name := c.namespace + ".csi.test"
 	state := t.TempDir()
 	socketDir := filepath.Join(rootDir, "plugins", name)
 	if err := os.MkdirAll(socketDir, 0o750); err != nil {
@@ -146,8 +147,9 @@ func (c *clusterNode) claimPod(name, claim string) *v1.Pod {
 // allocatable count), the node's nodeid annotation and topology label; a pod with a
 // static PV of the driver gets the volume staged then published (pod info on mount as its
 // CSIDriver asks), writes to it, and on deletion the volume is unpublished then unstaged
-// with no mount left; a new pod finds the data; an inline ephemeral volume is published
-// without staging; and when the driver goes its CSINode entry goes.
+// with no mount left; a new pod finds the data, also after a kill -9 and restart of
+// nodelet (mounted once, no restart); an inline ephemeral volume is published without
+// staging; and when the driver goes its CSINode entry goes.
 func TestClusterCSI(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
@@ -219,6 +221,21 @@ func TestClusterCSI(t *testing.T) {
 		t.Errorf("the new pod reads %q, want the data kept", out)
 	}
 
+	// kill -9 and restart: the running pod keeps its volume, mounted once.
+	before := c.containerIDs(t, "reader")
+	c.restart(t, true)
+	eventually(t, 30*time.Second, "node Ready after the restart", func() error { return c.nodeReady(t) })
+	time.Sleep(3 * time.Second)
+	if after := c.containerIDs(t, "reader"); !sameIDs(after, before) {
+		t.Errorf("the reader's containers changed across the restart: %v -> %v", before, after)
+	}
+	if mounts := mountsUnder(t, c.rootDir); len(mounts) != 2 {
+		t.Errorf("mounts under the root dir after the restart: %v, want the staging and the publish mount", mounts)
+	}
+	if out := c.execIn(t, "reader", "cat", "/data/hello"); out != "one\n" {
+		t.Errorf("after the restart the reader reads %q", out)
+	}
+
 	inline := c.testPod("inline")
 	inline.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
 		Driver: d.name, VolumeAttributes: map[string]string{"size": "small"}}}}}
@@ -258,4 +275,45 @@ func checkPodInfoOnMount(t *testing.T, d *csiDriver, namespace, pod string) {
 			t.Errorf("publish record lacks %s:\n%s", want, s)
 		}
 	}
+}
+
+// TestClusterSwitchCSI moves a node running a pod with a CSI volume between upstream's
+// kubelet and nodelet: each finds the volume the other published (vol_data.json in
+// upstream's layout), neither restarts the pod nor mounts the volume a second time, and
+// the last one unpublishes and unstages it when the pod is deleted.
+func TestClusterSwitchCSI(t *testing.T) {
+	c, sw, root := newClusterSwitch(t)
+	sw.start(upstream)
+	eventually(t, 60*time.Second, "node Ready under upstream's kubelet", func() error { return c.nodeReady(t) })
+	d := startCSIDriver(t, c, root)
+	no := false
+	driverObj := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}
+	if _, err := c.admin.StorageV1().CSIDrivers().Create(context.Background(), driverObj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createStaticCSIVolume(t, c, d.name, "vol-1", "data")
+	c.createPod(t, c.claimPod("writer", "data"))
+	eventually(t, 90*time.Second, "the CSI pod Ready under upstream's kubelet", func() error { return c.podReady("writer") })
+	c.execIn(t, "writer", "sh", "-c", "echo one > /data/hello")
+	before := sw.waitRunning(1, 60*time.Second)
+	for _, next := range []string{nodeletK, upstream} {
+		sw.switchTo(next, before)
+		if mounts := mountsUnder(t, root); len(mounts) != 2 {
+			t.Errorf("under %s the mounts under the root dir are %v, want the staging and the publish mount", next, mounts)
+		}
+		if out := c.execIn(t, "writer", "cat", "/data/hello"); out != "one\n" {
+			t.Errorf("under %s the pod reads %q", next, out)
+		}
+	}
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "writer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("writer") })
+	eventually(t, 30*time.Second, "the volume unpublished and unstaged", func() error {
+		if mounts := mountsUnder(t, root); len(mounts) > 0 {
+			return fmt.Errorf("mounts %v", mounts)
+		}
+		return nil
+	})
+	t.Logf("driver calls: %s", strings.Join(d.calls(), ","))
 }
