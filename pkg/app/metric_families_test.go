@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
+	"github.com/nodelet/nodelet/pkg/node/pluginwatcher"
 )
 
 // upstreamFamiliesFile lists the metric families upstream's kubelet v1.37.2 registers on
@@ -27,7 +28,7 @@ const (
 	noPodCertificates = "nodelet does not project pod certificates (podCertificate volume sources)"
 	noVolumeManager   = "nodelet sets volumes up in the pod's sync, without upstream's volume manager, " +
 		"operation executor, reconstruction or SELinux mount checks, and attaches no volumes: nothing feeds these"
-	noCSI             = "nodelet has no CSI volumes, no CSI driver registration and no plugin manager"
+	noCSI             = "nodelet does not time its CSI operations yet"
 	noPullIntents     = "nodelet's image manager keeps no pull intents or pulled-image records and does not count image requests yet"
 	noCgroupTiming    = "nodelet's container manager does not time its cgroup operations yet"
 	noPodRelistTiming = "nodelet's PLEG does not time the relisting of a single pod yet"
@@ -63,7 +64,7 @@ var familyExceptions = exceptions(
 		"volume_manager_selinux_pod_context_mismatch_warnings_total", "volume_manager_selinux_volume_context_mismatch_errors_total",
 		"volume_manager_selinux_volume_context_mismatch_warnings_total", "volume_manager_selinux_volumes_admitted_total",
 		"storage_operation_duration_seconds", "volume_operation_total_seconds"),
-	except(noCSI, "csi_operations_seconds", "plugin_manager_total_plugins"),
+	except(noCSI, "csi_operations_seconds"),
 	except(noPullIntents, "kubelet_image_manager_ensure_image_requests_total", "kubelet_imagemanager_ondisk_pullintents",
 		"kubelet_imagemanager_ondisk_pulledrecords", "kubelet_imagemanager_inmemory_pullintents_usage_percent",
 		"kubelet_imagemanager_inmemory_pulledrecords_usage_percent", "kubelet_imagemanager_image_mustpull_checks_total"),
@@ -145,7 +146,8 @@ func exceptions(es ...exception) map[string]string {
 // family on one side only must be an exception, with its reason, and every exception
 // must still be on one side only.
 // registerManagerFamilies registers, as startPodLoop does, the families of the managers
-// built with the pod loop (DRA, topology, CPU and memory managers), at their defaults.
+// built with the pod loop (DRA, topology, CPU and memory managers, the plugin watcher),
+// at their defaults.
 func registerManagerFamilies(t *testing.T, reg prometheus.Registerer) {
 	t.Helper()
 	opts := defaultOptions(t)
@@ -158,6 +160,9 @@ func registerManagerFamilies(t *testing.T, reg prometheus.Registerer) {
 	}
 	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}
 	if _, err := newResourceManagers(opts, nodestatus.Options{}, capacity, devices, nil, reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(pluginwatcher.New(t.TempDir()).Collector()); err != nil {
 		t.Fatal(err)
 	}
 }
