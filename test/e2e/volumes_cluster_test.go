@@ -187,7 +187,7 @@ func TestClusterVolumeFailures(t *testing.T) {
 	missing.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
 	missing = c.createPod(t, missing)
 
-	// An unsupported type: FailedMount naming it.
+	// An inline CSI volume of a driver without a CSIDriver object: upstream's refusal.
 	csi := c.testPod("csi")
 	csi.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "csi.example.com"}}}}
 	csi = c.createPod(t, csi)
@@ -204,7 +204,7 @@ func TestClusterVolumeFailures(t *testing.T) {
 		return c.hasEvent(missing.UID, "FailedMount", `MountVolume.SetUp failed for volume "cfg" : configmap "later" not found`)
 	})
 	eventually(t, 30*time.Second, "FailedMount for the CSI volume", func() error {
-		return c.hasEvent(csi.UID, "FailedMount", `MountVolume.SetUp failed for volume "data" : volume type csi is not supported by nodelet yet`)
+		return c.hasEvent(csi.UID, "FailedMount", `MountVolume.SetUp failed for volume "data" : volume mode "Ephemeral" not supported by driver csi.example.com (no CSIDriver object)`)
 	})
 	eventually(t, 30*time.Second, "subPath escape refused", func() error {
 		return c.containerWaiting("escape", "CreateContainerConfigError", `failed to prepare subPath for volumeMount "vol" of container "main"`)

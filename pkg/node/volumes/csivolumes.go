@@ -31,6 +31,8 @@ func (m *Manager) SetCSI(drivers *csi.Manager, objects CSIObjects, nodeName stri
 // csiDriverInfo is what a CSIDriver object says of its volumes, with upstream's defaults
 // for a driver without one.
 type csiDriverInfo struct {
+	name           string
+	found          bool // the CSIDriver object exists
 	attachRequired bool
 	podInfoOnMount bool
 	fsGroupPolicy  storagev1.FSGroupPolicy
@@ -38,7 +40,7 @@ type csiDriverInfo struct {
 }
 
 func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo, error) {
-	info := csiDriverInfo{attachRequired: true, fsGroupPolicy: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy,
+	info := csiDriverInfo{name: name, attachRequired: true, fsGroupPolicy: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy,
 		modes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}
 	d, err := m.csiObjects.GetCSIDriver(ctx, name)
 	if err != nil {
@@ -47,6 +49,7 @@ func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo
 	if d == nil {
 		return info, nil
 	}
+	info.found = true
 	if d.Spec.AttachRequired != nil {
 		info.attachRequired = *d.Spec.AttachRequired
 	}
@@ -60,6 +63,18 @@ func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo
 		info.modes = d.Spec.VolumeLifecycleModes
 	}
 	return info, nil
+}
+
+// supports checks the volume's lifecycle mode against the CSIDriver's, with upstream's
+// messages: without a CSIDriver object a driver supports persistent volumes only.
+func (i csiDriverInfo) supports(mode storagev1.VolumeLifecycleMode) error {
+	if slices.Contains(i.modes, mode) {
+		return nil
+	}
+	if !i.found {
+		return fmt.Errorf("volume mode %q not supported by driver %s (no CSIDriver object)", mode, i.name)
+	}
+	return fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", mode, i.name, i.modes)
 }
 
 // setUpCSIPersistent stages the persistent volume (once per node) and publishes it into
@@ -76,8 +91,8 @@ func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.Pe
 	if err != nil {
 		return "", err
 	}
-	if !slices.Contains(info.modes, storagev1.VolumeLifecyclePersistent) {
-		return "", fmt.Errorf("volume lifecycle mode %q not in CSIDriver.spec.volumeLifecycleModes", storagev1.VolumeLifecyclePersistent)
+	if err := info.supports(storagev1.VolumeLifecyclePersistent); err != nil {
+		return "", err
 	}
 	publishContext, err := m.attachment(ctx, src, info)
 	if err != nil {
@@ -115,8 +130,8 @@ func (m *Manager) setUpCSIInline(ctx context.Context, pod *v1.Pod, vol *v1.Volum
 	if err != nil {
 		return err
 	}
-	if !slices.Contains(info.modes, storagev1.VolumeLifecycleEphemeral) {
-		return fmt.Errorf("volume lifecycle mode %q not in CSIDriver.spec.volumeLifecycleModes", storagev1.VolumeLifecycleEphemeral)
+	if err := info.supports(storagev1.VolumeLifecycleEphemeral); err != nil {
+		return err
 	}
 	secrets, err := m.secretData(ctx, localSecretRef(pod, src.NodePublishSecretRef))
 	if err != nil {
