@@ -237,8 +237,15 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	if len(mine) == 0 {
+		return nil
+	}
+	stillPublished, err := m.publishedVolumes()
+	if err != nil {
+		return nil // keep them staged rather than pull them from under a pod
+	}
 	for _, s := range mine {
-		if m.publishedElsewhere(s.driver, s.handle) {
+		if stillPublished[[2]string{s.driver, s.handle}] {
 			continue
 		}
 		if err := m.csi.Unstage(ctx, s.driver, s.handle); err != nil {
@@ -249,16 +256,17 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// publishedElsewhere says whether another pod still has the volume published.
-func (m *Manager) publishedElsewhere(driver, handle string) bool {
+// publishedVolumes are the {driver, volume handle} pairs some pod still has published.
+func (m *Manager) publishedVolumes() (map[[2]string]bool, error) {
 	published, err := m.csi.ListPublished()
 	if err != nil {
-		return true // keep it staged rather than pull it from under a pod
+		return nil, err
 	}
+	out := make(map[[2]string]bool, len(published))
 	for _, p := range published {
-		if p.DataErr == nil && p.Data.DriverName == driver && p.Data.VolumeHandle == handle {
-			return true
+		if p.DataErr == nil {
+			out[[2]string{p.Data.DriverName, p.Data.VolumeHandle}] = true
 		}
 	}
-	return false
+	return out, nil
 }
