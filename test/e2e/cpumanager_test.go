@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -156,14 +154,9 @@ func (c *clusterNode) cgroupCPUSet(t *testing.T, pod string) string {
 // memory on NUMA node 0, and CPU 1 as the node's allocatable CPUs.
 func checkPodResourcesPinning(t *testing.T, socket, namespace, pod string) {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client := podresourcesv1.NewPodResourcesListerClient(conn)
+	client := podResourcesClient(t, socket)
 	resp, err := client.Get(ctx, &podresourcesv1.GetPodResourcesRequest{PodName: pod, PodNamespace: namespace})
 	if err != nil {
 		t.Fatalf("pod-resources Get: %v", err)

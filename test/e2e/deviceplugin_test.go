@@ -274,29 +274,46 @@ func checkDeviceHealth(t *testing.T, c *clusterNode, p *testDevicePlugin, device
 	}
 }
 
-// podResourcesDevices asks the pod-resources API (v1 List) for one pod's devices.
-func podResourcesDevices(t *testing.T, socket, namespace, pod string) []*podresourcesv1.ContainerDevices {
+// podResourcesClient dials the pod-resources API; the connection closes with the test.
+func podResourcesClient(t *testing.T, socket string) podresourcesv1.PodResourcesListerClient {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return podresourcesv1.NewPodResourcesListerClient(conn)
+}
+
+// podResourcesListed is one pod as the pod-resources API's v1 List reports it (nil when
+// it is not listed).
+func podResourcesListed(t *testing.T, socket, namespace, pod string) *podresourcesv1.PodResources {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	resp, err := podResourcesClient(t, socket).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
 	if err != nil {
 		t.Fatalf("pod-resources List: %v", err)
 	}
 	for _, p := range resp.PodResources {
 		if p.Namespace == namespace && p.Name == pod {
-			var out []*podresourcesv1.ContainerDevices
-			for _, c := range p.Containers {
-				out = append(out, c.Devices...)
-			}
-			return out
+			return p
 		}
 	}
-	t.Errorf("pod-resources List has no %s/%s", namespace, pod)
 	return nil
+}
+
+// podResourcesDevices asks the pod-resources API (v1 List) for one pod's devices.
+func podResourcesDevices(t *testing.T, socket, namespace, pod string) []*podresourcesv1.ContainerDevices {
+	t.Helper()
+	p := podResourcesListed(t, socket, namespace, pod)
+	if p == nil {
+		t.Errorf("pod-resources List has no %s/%s", namespace, pod)
+		return nil
+	}
+	var out []*podresourcesv1.ContainerDevices
+	for _, c := range p.Containers {
+		out = append(out, c.Devices...)
+	}
+	return out
 }

@@ -12,15 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
@@ -223,23 +220,7 @@ func TestClusterDRA(t *testing.T) {
 // and CDI device) and the device-plugin device for the claiming container.
 func checkPodResourcesClaim(t *testing.T, socket string, c *clusterNode, claim, driver string) {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := podresourcesv1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
-	if err != nil {
-		t.Fatalf("pod-resources List: %v", err)
-	}
-	var pod *podresourcesv1.PodResources
-	for _, p := range resp.PodResources {
-		if p.Namespace == c.namespace && p.Name == "dra" {
-			pod = p
-		}
-	}
+	pod := podResourcesListed(t, socket, c.namespace, "dra")
 	if pod == nil {
 		t.Fatalf("pod-resources List has no %s/dra", c.namespace)
 	}
