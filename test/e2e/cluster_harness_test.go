@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	internalapi "k8s.io/cri-api/pkg/apis"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
@@ -142,9 +143,22 @@ authentication:
 	}
 	c.rs = rs
 	makeCgroupRoot(t, c.name)
+	forgetDeviceAllocations(t)
 	c.nodelet = startNodeletOn(t, endpoint, o.rootDir, c.args...)
 	t.Cleanup(func() { c.cleanup(t) })
 	return c
+}
+
+// forgetDeviceAllocations removes the device manager's checkpoint an earlier test's node
+// left: its path is fixed (upstream's), so every node of the run shares it. A new node
+// would otherwise start with the devices of pods that will never run here, held until its
+// pod sources are all ready, and refuse a pod admitted before that.
+func forgetDeviceAllocations(t *testing.T) {
+	t.Helper()
+	err := os.Remove(filepath.Join(pluginapi.DevicePluginPath, "kubelet_internal_checkpoint"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 }
 
 func (c *clusterNode) createNamespace(t *testing.T) {
