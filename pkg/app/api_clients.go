@@ -200,6 +200,16 @@ func (o csiObjects) GetVolumeAttachment(ctx context.Context, name string) (*stor
 	return o.client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 }
 
+// AttachedVolumes is the node's status.volumesAttached, read from the API server as
+// upstream's VerifyControllerAttachedVolume does.
+func (o csiObjects) AttachedVolumes(ctx context.Context, nodeName string) ([]v1.AttachedVolume, error) {
+	node, err := o.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return node.Status.VolumesAttached, nil
+}
+
 // statusSyncer writes pod statuses to the API server; nil standalone.
 func (c *cluster) statusSyncer(pods *podmanager.Manager, state *podStateProxy) status.PodStatusSyncer {
 	if c == nil {

@@ -95,7 +95,7 @@ func newContainerManager(opts *config.Options, nodeName string, recorder record.
 
 // newNodeStatus builds the node status controller: in cluster mode it registers the node
 // and keeps its status and lease; standalone it only describes the node for admission.
-func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, shutdown *nodeshutdown.Manager, devices *deviceplugin.Manager, cl *cluster) (*nodestatus.Controller, error) {
+func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo, error), nodeIPs []net.IP, declared []string, state *kubelet.RuntimeState, runtime container.Runtime, rs internalapi.RuntimeService, recorder record.EventRecorder, podLEG pleg.PodLifecycleEventGenerator, pressure nodestatus.Pressure, shutdown *nodeshutdown.Manager, devices *deviceplugin.Manager, vols nodestatus.VolumesInUse, cl *cluster) (*nodestatus.Controller, error) {
 	o.NodeIPs, o.DeclaredFeatures = nodeIPs, declared
 	deps := nodestatus.Deps{
 		Machine: machine, Runtime: nodestatus.JoinRuntime(state, runtime), CRIStatus: rs, Recorder: recorder,
@@ -103,6 +103,7 @@ func newNodeStatus(o nodestatus.Options, machine func() (*nodestatus.MachineInfo
 		ReadyChecks: []func() error{plegHealth(podLEG), shutdown.ShutdownStatus}, Pressure: pressure,
 		DevicePlugins:          devices.GetCapacity,
 		ResetExtendedResources: devices.ShouldResetExtendedResourceCapacity,
+		Volumes:                vols,
 	}
 	if cl != nil {
 		deps.Client, deps.HeartbeatClient = cl.clients.Kube, cl.clients.Heartbeat

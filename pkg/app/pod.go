@@ -181,12 +181,13 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	if err != nil {
 		return nil, err
 	}
-	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, shutdown, devices, cl)
+	node, err := newNodeStatus(nodeOpts, machine, nodeIPs, declared, state, runtime, rs, recorder, podLEG, evictions, shutdown, devices, vols, cl)
 	if err != nil {
 		return nil, err
 	}
 	late.node = node
 	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
+	vols.SetVolumesInUseChanged(node.SyncNow)
 	csiDrivers := cl.csiDrivers(ctx, opts.RootDirectory, nodeName, vols)
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,
 		AllocateResources:  managers.admit,
@@ -225,7 +226,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, fmt.Errorf("failed to start ContainerManager: %w", err)
 	}
 	summaryOpts := statsOptions(opts, nodeName)
-	summaryOpts.ClaimPath = claimPath(vols)
+	summaryOpts.ClaimPath, summaryOpts.CSI = claimPath(vols), csiDrivers
 	summary := stats.NewProvider(rs, is, stats.PodListerFunc(k.Pods), summaryOpts)
 	go summary.Run(ctx)
 	metrics.SetPodStats(summary.ListPodStats)

@@ -56,7 +56,7 @@ type csiDriver struct {
 	name, state string
 }
 
-func startCSIDriver(t *testing.T, c *clusterNode, rootDir string) *csiDriver {
+func startCSIDriver(t *testing.T, c *clusterNode, rootDir string, extra ...string) *csiDriver {
 	t.Helper()
 	// Short: the registration socket path must fit a unix socket address (108 bytes).
 	name := c.namespace + ".csi.test"
@@ -65,9 +65,10 @@ func startCSIDriver(t *testing.T, c *clusterNode, rootDir string) *csiDriver {
 	if err := os.MkdirAll(socketDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	p := startTool(t, "csi-hostpath", csiHostpathBinary(t), nil, "--driver-name="+name,
-		"--endpoint="+filepath.Join(socketDir, "csi.sock"), "--registration-dir="+filepath.Join(rootDir, "plugins_registry"),
-		"--node-id="+c.name, "--state-dir="+state, "--max-volumes-per-node=10", "--topology=topology.hostpath.csi/node="+c.name)
+	args := append([]string{"--driver-name=" + name, "--endpoint=" + filepath.Join(socketDir, "csi.sock"),
+		"--registration-dir=" + filepath.Join(rootDir, "plugins_registry"), "--node-id=" + c.name, "--state-dir=" + state,
+		"--max-volumes-per-node=10", "--topology=topology.hostpath.csi/node=" + c.name}, extra...)
+	p := startTool(t, "csi-hostpath", csiHostpathBinary(t), nil, args...)
 	d := &csiDriver{toolProcess: p, name: name, state: state}
 	t.Cleanup(func() {
 		_ = c.admin.StorageV1().CSIDrivers().Delete(context.Background(), name, metav1.DeleteOptions{})

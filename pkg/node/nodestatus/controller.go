@@ -46,17 +46,19 @@ type Controller struct {
 	devices   func() (capacity, allocatable v1.ResourceList, removed []string)
 	// resetExtended says whether registration zeroes an existing Node's extended resources.
 	resetExtended func() bool
-	readyChecks   []func() error
-	recorder      record.EventRecorder
-	clock         clock.Clock
-	onFailure     func()
-	podCIDRHook   func(context.Context, string) error
-	startup       *metrics.NodeStartupTracker
-	ips           ipResolver
-	eviction      map[v1.ResourceName]threshold
-	machine       func() (*MachineInfo, error)
-	images        *refreshed[[]container.Image]
-	criStatus     *refreshed[*runtimeapi.StatusResponse]
+	// volumes reports status.volumesInUse; nil: none (standalone, or no volume manager).
+	volumes     VolumesInUse
+	readyChecks []func() error
+	recorder    record.EventRecorder
+	clock       clock.Clock
+	onFailure   func()
+	podCIDRHook func(context.Context, string) error
+	startup     *metrics.NodeStartupTracker
+	ips         ipResolver
+	eviction    map[v1.ResourceName]threshold
+	machine     func() (*MachineInfo, error)
+	images      *refreshed[[]container.Image]
+	criStatus   *refreshed[*runtimeapi.StatusResponse]
 
 	// nodeLister is this node from a watch on it alone; nil until Run starts it.
 	nodeLister atomic.Pointer[corelisters.NodeLister]
@@ -108,8 +110,8 @@ func New(opts Options, deps Deps) (*Controller, error) {
 	c := &Controller{
 		opts: opts, client: deps.Client, heartbeat: deps.HeartbeatClient, runtime: deps.Runtime,
 		pressure: deps.Pressure, readyChecks: deps.ReadyChecks, recorder: deps.Recorder, devices: deps.DevicePlugins,
-		resetExtended: deps.ResetExtendedResources,
-		clock:         deps.Clock, onFailure: deps.OnHeartbeatFailure, podCIDRHook: deps.UpdatePodCIDR,
+		resetExtended: deps.ResetExtendedResources, volumes: deps.Volumes,
+		clock: deps.Clock, onFailure: deps.OnHeartbeatFailure, podCIDRHook: deps.UpdatePodCIDR,
 		startup: deps.Startup, ips: hostResolver(), eviction: eviction, resync: make(chan struct{}, 1),
 	}
 	if c.startup == nil {

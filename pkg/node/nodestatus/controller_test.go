@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -531,5 +532,79 @@ func TestLeaseAndStatusRecoverQuicklyAfterOutage(t *testing.T) {
 	})
 	if took := time.Since(back); took > 2*time.Second {
 		t.Errorf("Ready written back %v after the API server returned, want within ~1 s", took)
+	}
+}
+
+// fakeVolumes is the volume manager's side of status.volumesInUse.
+type fakeVolumes struct {
+	mu       sync.Mutex
+	inUse    []v1.UniqueVolumeName
+	reported [][]v1.UniqueVolumeName
+}
+
+func (f *fakeVolumes) VolumesInUse() []v1.UniqueVolumeName {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.inUse)
+}
+
+func (f *fakeVolumes) MarkVolumesAsReportedInUse(names []v1.UniqueVolumeName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reported = append(f.reported, slices.Clone(names))
+}
+
+func (f *fakeVolumes) lastReported() []v1.UniqueVolumeName {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reported) == 0 {
+		return nil
+	}
+	return f.reported[len(f.reported)-1]
+}
+
+// The volumes in use reach the server, and the volume manager is told what the server
+// has after every sync, patched or not.
+func TestVolumesInUseReported(t *testing.T) {
+	cs := newFakeClient()
+	vols := &fakeVolumes{inUse: []v1.UniqueVolumeName{"kubernetes.io/csi/d^a"}}
+	env := newTestController(t, testOptions(), Deps{Client: cs, Volumes: vols})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	initial, _ := env.c.InitialNode(ctx)
+	if err := env.c.tryRegister(ctx, initial); err != nil {
+		t.Fatal(err)
+	}
+	env.c.startWatch(ctx)
+	eventually(t, "the watch to see the node", env.c.NodeSynced)
+	sync := func() {
+		env.clock.Step(time.Second)
+		if err := env.c.updateNodeStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	got, _ := getNode(cs)
+	if !slices.Equal(got.Status.VolumesInUse, vols.inUse) || !slices.Equal(vols.lastReported(), vols.inUse) {
+		t.Fatalf("server has %v, manager told %v; want %v", got.Status.VolumesInUse, vols.lastReported(), vols.inUse)
+	}
+	eventually(t, "the watch to see the status", func() bool {
+		n, err := env.c.watchedNode()
+		return err == nil && len(n.Status.VolumesInUse) == 1
+	})
+	before := countActions(cs, "patch", "nodes")
+	n := len(vols.reported)
+	sync()
+	if countActions(cs, "patch", "nodes") != before || len(vols.reported) != n+1 {
+		t.Errorf("an unchanged sync should not patch but still tell the manager (patches %d→%d, told %d→%d)",
+			before, countActions(cs, "patch", "nodes"), n, len(vols.reported))
+	}
+	vols.mu.Lock()
+	vols.inUse = nil
+	vols.mu.Unlock()
+	sync()
+	got, _ = getNode(cs)
+	if len(got.Status.VolumesInUse) != 0 || len(vols.lastReported()) != 0 {
+		t.Errorf("after unmount: server has %v, manager told %v", got.Status.VolumesInUse, vols.lastReported())
 	}
 }

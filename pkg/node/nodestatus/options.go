@@ -201,6 +201,9 @@ type Deps struct {
 	// extended resources are to be zeroed (the device plugins' checkpoint is gone: the
 	// node was re-created); upstream's ShouldResetExtendedResourceCapacity.
 	ResetExtendedResources func() bool
+	// Volumes, when set, reports the node's attachable volumes in use and learns which
+	// of them the API server has recorded.
+	Volumes VolumesInUse
 	// ReadyChecks are further reasons for Ready=False (PLEG health, ...): each
 	// non-nil error is listed in the condition's message after the runtime's.
 	ReadyChecks []func() error
@@ -217,6 +220,16 @@ type Deps struct {
 	// Startup records the kubelet_node_startup_* durations; nil is the process's
 	// (metrics.NodeStartup).
 	Startup *metrics.NodeStartupTracker
+}
+
+// VolumesInUse is the volume manager's side of status.volumesInUse (upstream's
+// GetVolumesInUse and MarkVolumesAsReportedInUse).
+type VolumesInUse interface {
+	// VolumesInUse lists the attachable volumes pods need or that are still mounted.
+	VolumesInUse() []v1.UniqueVolumeName
+	// MarkVolumesAsReportedInUse is given the node's status.volumesInUse as the API
+	// server has it after each status sync.
+	MarkVolumesAsReportedInUse(names []v1.UniqueVolumeName)
 }
 
 // reserveSystemCPUs: with reservedSystemCPUs set, those CPUs are what the system and the

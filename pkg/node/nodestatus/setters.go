@@ -53,8 +53,26 @@ func (c *Controller) setters() []setter {
 		{"diskPressure", c.pressureSetter(diskPressure)},
 		{"pidPressure", c.pressureSetter(pidPressure)},
 		{"ready", c.setReady},
+		{"volumesInUse", c.setVolumesInUse},
 		{"schedulable", c.recordSchedulableChange},
 		{"declaredFeatures", c.setDeclaredFeatures},
+	}
+}
+
+// setVolumesInUse lists the attachable volumes the node uses (upstream's VolumesInUse
+// setter): the attach/detach controller does not detach them while they are listed.
+func (c *Controller) setVolumesInUse(_ context.Context, node *v1.Node) error {
+	if c.volumes != nil {
+		node.Status.VolumesInUse = c.volumes.VolumesInUse()
+	}
+	return nil
+}
+
+// markVolumesFromNode tells the volume manager which volumes the API server has as in
+// use: only those may be mounted (upstream's markVolumesFromNode).
+func (c *Controller) markVolumesFromNode(node *v1.Node) {
+	if c.volumes != nil && node != nil {
+		c.volumes.MarkVolumesAsReportedInUse(node.Status.VolumesInUse)
 	}
 }
 

@@ -143,6 +143,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	}
 	node, changed := c.updateNode(ctx, original)
 	if !changed && !c.reportPeriodExpired() && !c.forceReport {
+		c.markVolumesFromNode(node)
 		return nil
 	}
 	// A change (or the first report) starts a random offset within the report period so
@@ -155,6 +156,7 @@ func (c *Controller) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	updated, err := c.patchNodeStatus(original, node)
 	if err == nil {
 		c.postedReady.Store(string(readyStatus(updated)))
+		c.markVolumesFromNode(updated)
 	}
 	return err
 }

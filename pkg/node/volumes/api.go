@@ -160,5 +160,6 @@ func podFSGroupChangePolicy(pod *v1.Pod) *v1.PodFSGroupChangePolicy {
 func (m *Manager) forgetPod(uid types.UID) {
 	m.api.Tokens.DeleteServiceAccountToken(uid)
 	m.claims.forget(uid)
+	m.inUse.forget(uid)
 	klog.V(4).InfoS("Forgot pod volumes", "podUID", uid)
 }

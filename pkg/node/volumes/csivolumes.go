@@ -16,11 +16,12 @@ import (
 )
 
 // CSIObjects are the API objects a CSI volume needs beyond its claim: the driver's
-// CSIDriver object (nil, nil when there is none) and the VolumeAttachment an attachable
-// driver's volume waits for.
+// CSIDriver object (nil, nil when there is none), and for an attachable driver's volume
+// the node's status.volumesAttached and the VolumeAttachment it waits for.
 type CSIObjects interface {
 	GetCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error)
 	GetVolumeAttachment(ctx context.Context, name string) (*storagev1.VolumeAttachment, error)
+	AttachedVolumes(ctx context.Context, nodeName string) ([]v1.AttachedVolume, error)
 }
 
 // SetCSI gives the manager the node's CSI drivers and the objects their volumes need.
@@ -46,6 +47,7 @@ func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo
 	if err != nil {
 		return info, fmt.Errorf("failed to get CSIDriver %s: %w", name, err)
 	}
+	defer func() { m.inUse.noteDriver(name, info.attachRequired) }()
 	if d == nil {
 		return info, nil
 	}
@@ -94,9 +96,11 @@ func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.Pe
 	if err := info.supports(storagev1.VolumeLifecyclePersistent); err != nil {
 		return "", err
 	}
-	publishContext, err := m.attachment(ctx, src, info)
-	if err != nil {
-		return "", err
+	var publishContext map[string]string
+	if info.attachRequired {
+		if publishContext, err = m.waitForAttach(ctx, pod.UID, src); err != nil {
+			return "", err
+		}
 	}
 	capability := csi.VolumeCapability{FSType: src.FSType, MountFlags: pv.Spec.MountOptions, AccessModes: pv.Spec.AccessModes}
 	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
@@ -153,13 +157,9 @@ func (m *Manager) setUpCSIInline(ctx context.Context, pod *v1.Pod, vol *v1.Volum
 	return nil
 }
 
-// attachment is the publish context of an attached volume: an attachable driver's
-// volume waits until the attach/detach controller's VolumeAttachment reports it
-// attached (the pod's sync is retried until then).
-func (m *Manager) attachment(ctx context.Context, src *v1.CSIPersistentVolumeSource, info csiDriverInfo) (map[string]string, error) {
-	if !info.attachRequired {
-		return nil, nil
-	}
+// attachment is the publish context of an attached volume: its VolumeAttachment, made
+// by the attach/detach controller, must report it attached.
+func (m *Manager) attachment(ctx context.Context, src *v1.CSIPersistentVolumeSource) (map[string]string, error) {
 	name := csi.AttachmentName(src.VolumeHandle, src.Driver, m.nodeName)
 	va, err := m.csiObjects.GetVolumeAttachment(ctx, name)
 	if apierrors.IsNotFound(err) {
@@ -240,6 +240,7 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
 	if len(mine) == 0 {
 		return nil
 	}
+	defer m.inUse.mountsChanged()
 	stillPublished, err := m.publishedVolumes()
 	if err != nil {
 		return nil // keep them staged rather than pull them from under a pod

@@ -15,7 +15,8 @@ import (
 
 // MountsFor translates the container's volumeMounts into CRI mounts. The
 // pod's volumes must have been set up by SetUpPod. env is the container's
-// environment, for subPathExpr.
+// environment, for subPathExpr. Image volumes are left out: the runtime manager pulls
+// their images and adds them as CRI image mounts.
 func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
 	volumes := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
@@ -27,6 +28,9 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string)
 		vol, ok := volumes[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
+		}
+		if vol.Image != nil {
+			continue // an image volume is the runtime's to mount: the runtime manager adds it
 		}
 		mount, err := m.mountFor(pod, c, i, vol, env)
 		if err != nil {

@@ -59,6 +59,8 @@ type Manager struct {
 	csi        *csi.Manager
 	csiObjects CSIObjects
 	nodeName   string
+	// inUse makes status.volumesInUse.
+	inUse inUse
 }
 
 // NewManager returns a Manager for the kubelet root dir rootDir.
@@ -163,6 +165,8 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) 
 		return m.setUpClaim(ctx, pod, vol)
 	case vol.CSI != nil:
 		return m.setUpCSIInline(ctx, pod, vol)
+	case vol.Image != nil:
+		return nil // the runtime mounts the image (a CRI image mount); nothing on the host
 	default:
 		return unsupportedVolumeError(vol)
 	}

@@ -267,12 +267,10 @@ func TestTmpfsSize(t *testing.T) {
 func TestUnsupportedVolumeTypes(t *testing.T) {
 	vols := []v1.Volume{
 		{Name: "nfs", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "x"}}},
-		{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x"}}},
 		{Name: "none"},
 	}
 	want := []string{
 		`volume "nfs": volume type nfs is not supported by nodelet yet`,
-		`volume "img": volume type image is not supported by nodelet yet`,
 		`volume "none": no volume source is set`,
 	}
 	m := newTestManager(t)
@@ -302,6 +300,25 @@ func TestUnsupportedVolumeTypes(t *testing.T) {
 		if _, err := m.MountsFor(pod, c, nil); err == nil || err.Error() != want[i] {
 			t.Errorf("MountsFor(%s) error = %v, want %q", v.Name, err, want[i])
 		}
+	}
+}
+
+// An image volume is the runtime's: nothing to set up on the host, and no host mount in
+// MountsFor (the runtime manager adds the CRI image mount).
+func TestImageVolumeLeftToRuntime(t *testing.T) {
+	m := newTestManager(t)
+	pod := newPod("uid-1", emptyDirVolume("scratch", ""),
+		v1.Volume{Name: "img", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "x"}}})
+	if err := m.SetUpPod(ctx, pod); err != nil {
+		t.Fatalf("SetUpPod: %v", err)
+	}
+	c := &v1.Container{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "img", MountPath: "/img"}, {Name: "scratch", MountPath: "/s"}}}
+	mounts, err := m.MountsFor(pod, c, nil)
+	if err != nil {
+		t.Fatalf("MountsFor: %v", err)
+	}
+	if len(mounts) != 1 || mounts[0].ContainerPath != "/s" {
+		t.Errorf("mounts %v, want the emptyDir's only", mounts)
 	}
 }
 
