@@ -6,8 +6,9 @@
 // has them; without a pod cgroup root the runtime's ListPodSandboxStats
 // gives the pod figures (containerd 1.6 takes ten times as long for it).
 // Node and system-container figures come from /proc and cgroupfs (v1 or v2),
-// filesystems from statfs(2), and volume and log usage from walking their
-// directories as upstream's du-based metrics do.
+// filesystems from statfs(2), volume and log usage from walking their
+// directories as upstream's du-based metrics do, and CSI volumes' usage from
+// their drivers (NodeGetVolumeStats).
 package stats
 
 import (
@@ -76,9 +77,13 @@ type Options struct {
 	// turns volume stats off, as upstream.
 	VolumeStatsPeriod time.Duration
 	// ClaimPath finds where the volume manager mounted a pod's
-	// persistentVolumeClaim or ephemeral volume; nil (or not found) leaves the
-	// claim out of the volume stats.
+	// persistentVolumeClaim, ephemeral or inline CSI volume; nil (or not
+	// found) leaves the volume out of the volume stats.
 	ClaimPath func(pod *v1.Pod, volumeName string) (string, bool)
+	// CSI is the node's CSI drivers: claims and inline volumes they published
+	// (found with ClaimPath) report the usage their driver gives. Nil leaves
+	// CSI volumes out, as do drivers without the GET_VOLUME_STATS capability.
+	CSI CSIVolumes
 
 	// ProcRoot and CgroupRoot default to /proc and /sys/fs/cgroup; tests
 	// point them at fixtures.
@@ -186,7 +191,7 @@ func (p *Provider) Run(ctx context.Context) {
 
 // volumeSources is where the volume stats look for the pods' volumes.
 func (p *Provider) volumeSources() volumeSources {
-	return volumeSources{rootDir: p.opts.RootDir, claimPath: p.opts.ClaimPath}
+	return volumeSources{rootDir: p.opts.RootDir, claimPath: p.opts.ClaimPath, csi: p.opts.CSI}
 }
 
 // ListPodStats returns the pods' full stats, as Get's summary has them (upstream's

@@ -38,10 +38,12 @@ func (c *volumeCache) get(uid types.UID) (podVolumeStats, bool) {
 }
 
 // volumeSources say where pods' volumes are: under the kubelet's root
-// directory, and, for claims, where the volume manager mounted them.
+// directory, and, for claims and inline CSI volumes, where the volume manager
+// mounted them; csi asks CSI drivers about the volumes they published.
 type volumeSources struct {
 	rootDir   string
 	claimPath func(pod *v1.Pod, volumeName string) (string, bool)
+	csi       CSIVolumes
 }
 
 // run recomputes all pods' volume stats every period (with upstream's
@@ -54,12 +56,13 @@ func (c *volumeCache) run(ctx context.Context, period time.Duration, pods PodLis
 }
 
 func (c *volumeCache) refresh(ctx context.Context, pods []*v1.Pod, src volumeSources, now func() time.Time) {
+	csiStats := measureCSI(ctx, pods, src, now)
 	m := make(map[types.UID]podVolumeStats, len(pods))
 	for _, pod := range pods {
 		if ctx.Err() != nil {
 			return
 		}
-		m[pod.UID] = podVolumes(pod, src, now)
+		m[pod.UID] = podVolumes(pod, src, csiStats, now)
 	}
 	c.latest.Store(&m)
 }
@@ -67,7 +70,8 @@ func (c *volumeCache) refresh(ctx context.Context, pods []*v1.Pod, src volumeSou
 // volumePluginDirs maps the volume types whose usage upstream reports
 // (their plugins measure it with du) to the plugin's directory under
 // <rootDir>/pods/<uid>/volumes. hostPath reports none; claims are measured
-// by claimStats; CSI and other network volumes are not set up by nodelet.
+// by claimStats and CSI volumes by their drivers (measureCSI); other network
+// volumes are not set up by nodelet.
 func volumePluginDir(v *v1.Volume) string {
 	switch {
 	case v.EmptyDir != nil:
@@ -94,11 +98,21 @@ func isLocalEphemeral(v *v1.Volume) bool {
 		v.ConfigMap != nil
 }
 
-func podVolumes(pod *v1.Pod, src volumeSources, now func() time.Time) podVolumeStats {
+// podVolumes is the pod's volume stats; csiStats are its CSI volumes' figures,
+// as their drivers reported them (measureCSI).
+func podVolumes(pod *v1.Pod, src volumeSources, csiStats map[podVolumeKey]*statsapi.VolumeStats, now func() time.Time) podVolumeStats {
 	var out podVolumeStats
 	base := filepath.Join(src.rootDir, "pods", string(pod.UID), "volumes")
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
+		// No CSI volume is a local ephemeral one: all count as persistent. One
+		// whose driver gave no figures has none, as upstream.
+		if vs, ok := csiStats[podVolumeKey{pod.UID, v.Name}]; ok {
+			if vs != nil {
+				out.persistent = append(out.persistent, *vs)
+			}
+			continue
+		}
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 			if vs, ok := claimStats(pod, v, base, src.claimPath, now()); ok {
 				out.persistent = append(out.persistent, vs)
@@ -148,13 +162,9 @@ func claimStats(pod *v1.Pod, v *v1.Volume, podVolumesDir string, claimPath func(
 		klog.V(4).InfoS("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", v.Name, "err", err)
 		return statsapi.VolumeStats{}, false
 	}
-	claim := pod.Name + "-" + v.Name // the ephemeral volume controller's name
-	if v.PersistentVolumeClaim != nil {
-		claim = v.PersistentVolumeClaim.ClaimName
-	}
 	vs := statsapi.VolumeStats{
 		Name:    v.Name,
-		PVCRef:  &statsapi.PVCReference{Name: claim, Namespace: pod.Namespace},
+		PVCRef:  claimRef(pod, v),
 		FsStats: *fs.fullStats(),
 	}
 	vs.Time = metaTime(now)

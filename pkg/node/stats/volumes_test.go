@@ -43,7 +43,7 @@ func TestClaimVolumeStats(t *testing.T) {
 		return path, ok
 	}}
 	now := time.Unix(1790000000, 0)
-	got := podVolumes(pod, src, func() time.Time { return now })
+	got := podVolumes(pod, src, nil, func() time.Time { return now })
 	if len(got.ephemeral) != 0 || len(got.persistent) != 2 {
 		t.Fatalf("volumes %+v, want the two local claims, persistent", got)
 	}
@@ -63,7 +63,7 @@ func TestClaimVolumeStats(t *testing.T) {
 	}
 
 	// Without a volume manager to ask, claims are left out.
-	if got := podVolumes(pod, volumeSources{rootDir: root}, func() time.Time { return now }); len(got.persistent) != 0 {
+	if got := podVolumes(pod, volumeSources{rootDir: root}, nil, func() time.Time { return now }); len(got.persistent) != 0 {
 		t.Errorf("without ClaimPath: %+v", got.persistent)
 	}
 }
