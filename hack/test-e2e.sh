@@ -53,6 +53,8 @@ on_containerd2() {
 # Upstream's kubelet (the switch tests) is built with the control plane's binaries but
 # not by `up`: build whatever is missing first, so that a fresh machine has it too.
 hack/controlplane.sh build
+# The external-attacher of the attachable-CSI-volume test, likewise.
+hack/csi-attacher.sh build >/dev/null
 
 for r in $runtimes; do
 	echo "== e2e on containerd $r" >&2
