@@ -179,12 +179,19 @@ func (c *clusterNode) createNamespace(t *testing.T) {
 // restart stops nodelet (SIGKILL when hard) and starts it again with the same arguments.
 func (c *clusterNode) restart(t *testing.T, hard bool) {
 	t.Helper()
+	c.restartAfter(t, hard, 0)
+}
+
+// restartAfter is restart with a pause between the stop and the start.
+func (c *clusterNode) restartAfter(t *testing.T, hard bool, pause time.Duration) {
+	t.Helper()
 	sig := syscall.SIGTERM
 	if hard {
 		sig = syscall.SIGKILL
 	}
 	c.signal(sig)
 	<-c.done
+	time.Sleep(pause)
 	c.nodelet = launchNodelet(t, c.healthzPort, c.rootDir, c.cmd.Args[1:])
 }
 

@@ -1,0 +1,117 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// createCSIDriverObject makes the driver's CSIDriver: no attach, persistent volumes.
+func createCSIDriverObject(t *testing.T, c *clusterNode, d *csiDriver) {
+	t.Helper()
+	no := false
+	obj := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.name}, Spec: storagev1.CSIDriverSpec{AttachRequired: &no}}
+	if _, err := c.admin.StorageV1().CSIDrivers().Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createPreboundCSIVolume makes a PV of the driver pre-bound to a claim that does not
+// exist yet (the ephemeral volume controller makes it): the PV controller binds them.
+func createPreboundCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim string) {
+	t.Helper()
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: c.namespace + "-" + handle},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &v1.ObjectReference{Namespace: c.namespace, Name: claim},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
+				Driver: driver, VolumeHandle: handle}},
+		}}
+	if _, err := c.admin.CoreV1().PersistentVolumes().Create(context.Background(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.admin.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+}
+
+// TestClusterCSIGenericEphemeral: a generic ephemeral volume whose claim (made by the
+// controller manager's ephemeral volume controller, owned by the pod) binds to a CSI PV
+// the test pre-bound is staged and published like any claim, and torn down with the pod.
+func TestClusterCSIGenericEphemeral(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	d := startCSIDriver(t, c, c.rootDir)
+	createCSIDriverObject(t, c, d)
+	createPreboundCSIVolume(t, c, d.name, "vol-eph", "eph-scratch")
+	empty := ""
+	pod := c.testPod("eph")
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, StorageClassName: &empty,
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}}}}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	c.createPod(t, pod)
+	eventually(t, 90*time.Second, "the pod with a generic ephemeral CSI volume Ready", func() error { return c.podReady("eph") })
+	c.execIn(t, "eph", "sh", "-c", "echo e > /scratch/f")
+	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume" {
+		t.Errorf("driver calls %s: want the claim's volume staged then published", got)
+	}
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "eph", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("eph") })
+	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
+		t.Errorf("driver calls %s: want the volume unpublished then unstaged", got)
+	}
+	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
+		t.Errorf("mounts left under the root dir: %v", left)
+	}
+}
+
+// TestClusterCSIKilledMidPublish: nodelet is killed (-9) while the driver is inside a slow
+// NodePublishVolume, which the driver finishes anyway. The restarted nodelet publishes
+// again (the driver's answer is idempotent) and the pod starts with one staging and one
+// publish mount: nothing leaked, nothing mounted twice; deleting the pod leaves no mount.
+func TestClusterCSIKilledMidPublish(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	d := startCSIDriver(t, c, c.rootDir, "--publish-delay=3s")
+	createCSIDriverObject(t, c, d)
+	createStaticCSIVolume(t, c, d.name, "vol-slow", "slow")
+	c.createPod(t, c.claimPod("app", "slow"))
+	eventually(t, 60*time.Second, "NodePublishVolume under way", func() error {
+		if d.count("NodePublishVolume") == 0 {
+			return fmt.Errorf("calls %v", d.calls())
+		}
+		return nil
+	})
+	c.restartAfter(t, true, 4*time.Second) // the driver finishes the publish meanwhile
+	eventually(t, 90*time.Second, "the pod Ready after the restart", func() error { return c.podReady("app") })
+	if mounts := mountsUnder(t, c.rootDir); len(mounts) != 2 {
+		t.Errorf("mounts under the root dir: %v, want the staging and the publish mount once each", mounts)
+	}
+	c.execIn(t, "app", "sh", "-c", "echo ok > /data/f")
+	t.Logf("driver calls: %v", d.calls())
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("app") })
+	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
+		t.Errorf("mounts left under the root dir: %v", left)
+	}
+	if n := d.count("NodeUnstageVolume"); n != 1 {
+		t.Errorf("NodeUnstageVolume called %d times, want once", n)
+	}
+}
