@@ -14,6 +14,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/node/deviceplugin"
 	"github.com/nodelet/nodelet/pkg/node/nodestatus"
 	"github.com/nodelet/nodelet/pkg/node/pluginwatcher"
+	"github.com/nodelet/nodelet/pkg/node/volumes/csi"
 )
 
 // upstreamFamiliesFile lists the metric families upstream's kubelet v1.37.2 registers on
@@ -24,11 +25,9 @@ const upstreamFamiliesFile = "testdata/upstream-kubelet-v1.37.2-metric-families.
 const (
 	noPodsAPI         = "nodelet serves no PodsAPI gRPC endpoint (upstream's pods API for node-local clients)"
 	noResourceAlign   = "nodelet aligns no compute resources (no CPU, memory or topology manager)"
-	noImageVolumes    = "nodelet does not mount image volumes"
 	noPodCertificates = "nodelet does not project pod certificates (podCertificate volume sources)"
 	noVolumeManager   = "nodelet sets volumes up in the pod's sync, without upstream's volume manager, " +
-		"operation executor, reconstruction or SELinux mount checks, and attaches no volumes: nothing feeds these"
-	noCSI             = "nodelet does not time its CSI operations yet"
+		"operation executor, reconstruction or SELinux mount checks: nothing feeds these"
 	noPullIntents     = "nodelet's image manager keeps no pull intents or pulled-image records and does not count image requests yet"
 	noCgroupTiming    = "nodelet's container manager does not time its cgroup operations yet"
 	noPodRelistTiming = "nodelet's PLEG does not time the relisting of a single pod yet"
@@ -54,8 +53,6 @@ var familyExceptions = exceptions(
 	except(noPodsAPI, "kubelet_pod_watch_events_dropped_total", "kubelet_pod_requests_total", "kubelet_pod_requests_list_total",
 		"kubelet_pod_requests_get_total", "kubelet_pod_requests_watch_total"),
 	except(noResourceAlign, "kubelet_container_aligned_compute_resources_count", "kubelet_container_aligned_compute_resources_failure_count"),
-	except(noImageVolumes, "kubelet_image_volume_requested_total", "kubelet_image_volume_mounted_succeed_total",
-		"kubelet_image_volume_mounted_errors_total"),
 	except(noPodCertificates, "kubelet_podcertificate_states"),
 	except(noVolumeManager, "volume_manager_total_volumes", "reconstruct_volume_operations_total",
 		"reconstruct_volume_operations_errors_total", "force_cleaned_failed_volume_operations_total",
@@ -64,7 +61,6 @@ var familyExceptions = exceptions(
 		"volume_manager_selinux_pod_context_mismatch_warnings_total", "volume_manager_selinux_volume_context_mismatch_errors_total",
 		"volume_manager_selinux_volume_context_mismatch_warnings_total", "volume_manager_selinux_volumes_admitted_total",
 		"storage_operation_duration_seconds", "volume_operation_total_seconds"),
-	except(noCSI, "csi_operations_seconds"),
 	except(noPullIntents, "kubelet_image_manager_ensure_image_requests_total", "kubelet_imagemanager_ondisk_pullintents",
 		"kubelet_imagemanager_ondisk_pulledrecords", "kubelet_imagemanager_inmemory_pullintents_usage_percent",
 		"kubelet_imagemanager_inmemory_pulledrecords_usage_percent", "kubelet_imagemanager_image_mustpull_checks_total"),
@@ -163,6 +159,9 @@ func registerManagerFamilies(t *testing.T, reg prometheus.Registerer) {
 		t.Fatal(err)
 	}
 	if err := reg.Register(pluginwatcher.New(t.TempDir()).Collector()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(csi.Collector()); err != nil {
 		t.Fatal(err)
 	}
 }

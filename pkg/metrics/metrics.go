@@ -28,6 +28,7 @@ const (
 // alpha, stable and internal prefix a help text with its stability level, as upstream's
 // component-base metrics do when they are registered.
 func alpha(help string) string    { return "[ALPHA] " + help }
+func beta(help string) string     { return "[BETA] " + help }
 func stable(help string) string   { return "[STABLE] " + help }
 func internal(help string) string { return "[INTERNAL] " + help }
 
@@ -189,6 +190,17 @@ var (
 
 	ImagePullDuration = histogramVec("image_pull_duration_seconds",
 		alpha("Duration in seconds to pull an image."), imagePullDurationBuckets, "image_size_in_bytes")
+
+	// ImageVolumeRequestedTotal, ImageVolumeMountedSucceedTotal and
+	// ImageVolumeMountedErrorsTotal count image volumes (KEP-4639) as containers start;
+	// upstream registers them with ImageVolume, GA and locked on in v1.37.
+	ImageVolumeRequestedTotal = counter("image_volume_requested_total", beta("Number of requested image volumes."))
+
+	ImageVolumeMountedSucceedTotal = counter("image_volume_mounted_succeed_total",
+		beta("Number of successful image volume mounts."))
+
+	ImageVolumeMountedErrorsTotal = counter("image_volume_mounted_errors_total",
+		beta("Number of failed image volume mounts."))
 )
 
 // The status manager (upstream's status_manager.go).
@@ -302,6 +314,7 @@ func kubeletCollectors() []prometheus.Collector {
 		OrphanPodCleanedVolumes, OrphanPodCleanedVolumesErrors,
 		LifecycleHandlerHTTPFallbacks, LifecycleHandlerSleepTerminated, CgroupVersion,
 		AdmissionRejectionsTotal,
+		ImageVolumeRequestedTotal, ImageVolumeMountedSucceedTotal, ImageVolumeMountedErrorsTotal,
 		ContainerRequestedResizes, PodResizeDurationMilliseconds, PodPendingResizes, PodInfeasibleResizes,
 		PodInProgressResizes, PodDeferredAcceptedResizes, PodDeferredResizeDurationSeconds,
 		PodStartupPhaseDuration, PodStartupDuration,

@@ -33,23 +33,15 @@ func validateVolumeMounts(ctr *v1.Container, vols map[string]v1.VolumeSource, fl
 		if devices.paths.Has(mnt.MountPath) {
 			allErrs = append(allErrs, field.Invalid(idxPath.Child("mountPath"), mnt.MountPath, "must not already exist as a path in volumeDevices"))
 		}
-		allErrs = append(allErrs, validateSubPaths(mnt, vols, idxPath)...)
+		allErrs = append(allErrs, validateSubPaths(mnt, idxPath)...)
 		allErrs = append(allErrs, validateMountPropagation(mnt.MountPropagation, ctr, idxPath.Child("mountPropagation"))...)
 		allErrs = append(allErrs, validateRecursiveReadOnly(mnt, idxPath.Child("recursiveReadOnly"))...)
 	}
 	return allErrs
 }
 
-func validateSubPaths(mnt v1.VolumeMount, vols map[string]v1.VolumeSource, idxPath *field.Path) field.ErrorList {
+func validateSubPaths(mnt v1.VolumeMount, idxPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
-	if src, ok := vols[mnt.Name]; ok && src.Image != nil {
-		if mnt.SubPath != "" {
-			allErrs = append(allErrs, field.Invalid(idxPath.Child("subPath"), mnt.SubPath, "not allowed in image volume sources"))
-		}
-		if mnt.SubPathExpr != "" {
-			allErrs = append(allErrs, field.Invalid(idxPath.Child("subPathExpr"), mnt.SubPathExpr, "not allowed in image volume sources"))
-		}
-	}
 	if mnt.SubPath != "" {
 		allErrs = append(allErrs, validateLocalDescendingPath(mnt.SubPath, idxPath.Child("subPath"))...)
 	}

@@ -82,9 +82,10 @@ type ImageService interface {
 }
 
 // ContainerLister is the part of the CRI runtime service GC uses: every container the
-// runtime has, running or not, keeps its image.
+// runtime has, running or not, keeps its image and the images it mounts (image volumes).
 type ContainerLister interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
 }
 
 // FsStatsProvider reports the image filesystem; GC reads its CapacityBytes and

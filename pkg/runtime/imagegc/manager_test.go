@@ -556,3 +556,24 @@ func TestCRIImageFs(t *testing.T) {
 		t.Errorf("no filesystems: err = %v", err)
 	}
 }
+
+// An image a container mounts as an image volume is in use, like the container's own.
+func TestImageVolumeImagesAreInUse(t *testing.T) {
+	e := newEnv(t, Policy{HighThresholdPercent: 90, LowThresholdPercent: 80, MinAge: time.Minute})
+	e.addImage("sha256:app", 100)
+	e.addImage("sha256:mounted", 100)
+	e.addImage("sha256:unused", 100)
+	e.addImage("sha256:pause", 100, pauseTag)
+	e.setContainers(runtimeapi.ContainerState_CONTAINER_RUNNING, "sha256:app")
+	e.runtime.Lock()
+	for _, c := range e.runtime.Containers {
+		c.Mounts = []*runtimeapi.Mount{{ContainerPath: "/data", Image: &runtimeapi.ImageSpec{Image: "sha256:mounted"}}}
+	}
+	e.runtime.Unlock()
+	e.detect(t)
+	e.clock.Step(2 * time.Minute)
+	if err := e.m.DeleteUnusedImages(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs(t, e, "sha256:app", "sha256:mounted", "sha256:pause")
+}

@@ -3,9 +3,12 @@ package imagegc
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/util/sets"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -47,6 +50,9 @@ func (m *Manager) detectImages(ctx context.Context, now time.Time) (sets.Set[str
 		return nil, err
 	}
 	refs := containerImageRefs(containers)
+	if err := m.addMountedImages(ctx, containers, refs); err != nil {
+		return nil, err
+	}
 	inUse := sets.New[string]()
 	present := sets.New[string]()
 	for _, img := range images {
@@ -87,6 +93,28 @@ func containerImageRefs(containers []*runtimeapi.Container) sets.Set[string] {
 		}
 	}
 	return refs
+}
+
+// addMountedImages adds to refs the images the containers mount as image volumes, which
+// only their status shows (upstream's handleImageVolumes asks every container too). A
+// container gone meanwhile mounts nothing; any other failure stops the collection rather
+// than risk removing a mounted image.
+func (m *Manager) addMountedImages(ctx context.Context, containers []*runtimeapi.Container, refs sets.Set[string]) error {
+	for _, c := range containers {
+		resp, err := m.containers.ContainerStatus(ctx, c.Id, false)
+		if status.Code(err) == codes.NotFound {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("get container status: %w", err)
+		}
+		for _, mount := range resp.GetStatus().GetMounts() {
+			if id := mount.GetImage().GetImage(); id != "" {
+				refs.Insert(id)
+			}
+		}
+	}
+	return nil
 }
 
 // usedBy says whether a container runs the image: its ID, or one of its repo digests,

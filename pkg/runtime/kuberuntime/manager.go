@@ -80,6 +80,10 @@ type Options struct {
 	LivenessManager, StartupManager results.Manager
 	// Volumes may be nil: pods with volumes then fail to start.
 	Volumes VolumeManager
+	// SupportsRecursiveReadOnly says whether a pod's runtime handler can make recursively
+	// read-only mounts, for the recursiveReadOnly of image volume mounts (the volume
+	// manager resolves the others); nil: none can.
+	SupportsRecursiveReadOnly func(pod *v1.Pod) bool
 	// DNS may be nil (sandboxes then get no DNS config).
 	DNS criconfig.DNSConfigurer
 	// EnvSources reads the secrets, config maps and services of container environments

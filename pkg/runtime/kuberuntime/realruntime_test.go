@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/runtime/container"
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
@@ -70,12 +71,10 @@ func realPod(t *testing.T, name string, containers ...v1.Container) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kuberuntime-real-" + strings.ToLower(t.Name()), UID: uid},
 		Spec: v1.PodSpec{
 			Containers: containers, RestartPolicy: v1.RestartPolicyAlways,
-			TerminationGracePeriodSeconds: ptr(int64(5)),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func busybox(name string, cmd ...string) v1.Container {
 	return v1.Container{Name: name, Image: realBusybox, ImagePullPolicy: v1.PullIfNotPresent, Command: cmd,

@@ -24,9 +24,10 @@ import (
 )
 
 // startContainer pulls the image, creates and starts the container, links its log for log
-// shippers and runs its postStart hook. On failure it returns a message and one of the
-// container.Err* reasons (or an images.Err* reason from the pull).
-func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer) (string, error) {
+// shippers and runs its postStart hook; vols are the image volumes it mounts. On failure
+// it returns a message and one of the container.Err* reasons (or an images.Err* reason
+// from the pull).
+func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer, vols imageVolumes) (string, error) {
 	pod := s.pod
 	imageRef, msg, err := m.imagePuller.EnsureImageExists(ctx, container.ContainerRef(pod, c), pod, c.Image,
 		podPullSecrets(pod, s.pullSecrets), s.sandboxConfig, imageRuntimeHandler, c.ImagePullPolicy)
@@ -37,7 +38,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 
 	trace := podstartup.FromContext(ctx)
 	endCreate := trace.Begin(podstartup.ContainerCreate)
-	config, cleanup, msg, err := m.containerConfig(ctx, s, c, ec, imageRef)
+	config, cleanup, msg, err := m.containerConfig(ctx, s, c, ec, imageRef, vols)
 	if err != nil {
 		endCreate()
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", msg)
@@ -83,7 +84,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 // containerConfig works out the restart count, image user and mounts and generates the
 // CRI container config. cleanup removes the config's termination-message file, for when
 // the container is not created; on failure msg says why.
-func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer, imageRef string) (*runtimeapi.ContainerConfig, func(), string, error) {
+func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Container, ec *v1.EphemeralContainer, imageRef string, vols imageVolumes) (*runtimeapi.ContainerConfig, func(), string, error) {
 	pod := s.pod
 	restartCount := m.nextRestartCount(pod, c, s.status)
 	target, err := ephemeralTarget(ec, s.status)
@@ -122,7 +123,7 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 		// Resources are made as on resize (resourceOptions).
 		Host: m.opts.Host, SingleProcessOOMKill: m.opts.SingleProcessOOMKill, MemoryQoS: m.opts.MemoryQoS,
 	}
-	if opts.Mounts, err = m.mounts(ctx, pod, c, opts); err != nil {
+	if opts.Mounts, err = m.mounts(ctx, pod, c, opts, vols); err != nil {
 		return nil, nil, err.Error(), err
 	}
 	if m.opts.DeviceOptions != nil {
@@ -139,8 +140,8 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 }
 
 // mounts are the container's volume mounts, then the pod's kubelet-managed /etc/hosts.
-func (m *Manager) mounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) ([]*runtimeapi.Mount, error) {
-	mounts, err := m.volumeMounts(ctx, pod, c, opts)
+func (m *Manager) mounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions, vols imageVolumes) ([]*runtimeapi.Mount, error) {
+	mounts, err := m.volumeMounts(ctx, pod, c, opts, vols)
 	if err != nil || opts.PodDir == "" {
 		return mounts, err
 	}
@@ -154,24 +155,48 @@ func (m *Manager) mounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts
 	return mounts, nil
 }
 
-// volumeMounts are the container's volume mounts. A subPathExpr is expanded from the
+// volumeMounts are the container's volume mounts: the volume manager's, and the image
+// volumes' (vols), which the runtime mounts. A subPathExpr is expanded from the
 // container's environment, which is worked out for it only when one is used.
-func (m *Manager) volumeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) ([]*runtimeapi.Mount, error) {
+func (m *Manager) volumeMounts(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions, vols imageVolumes) ([]*runtimeapi.Mount, error) {
 	if m.volumes == nil {
 		return nil, nil
 	}
-	var env map[string]string
-	if slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.SubPathExpr != "" }) {
-		kvs, err := criconfig.MakeEnvironmentVariables(ctx, pod, c, opts)
-		if err != nil {
-			return nil, err
-		}
-		env = make(map[string]string, len(kvs))
-		for _, kv := range kvs {
-			env[kv.Key] = string(kv.Value)
+	env, err := subPathEnv(ctx, pod, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := m.volumes.MountsFor(pod, c, env)
+	if err != nil || !mountsImageVolume(pod, c) {
+		return mounts, err
+	}
+	return withImageMounts(pod, c, mounts, vols, env, m.supportsRecursiveReadOnly(pod))
+}
+
+// subPathEnv is the container's environment when a volumeMount has a subPathExpr, else nil.
+func subPathEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, opts criconfig.ContainerOptions) (map[string]string, error) {
+	if !slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.SubPathExpr != "" }) {
+		return nil, nil
+	}
+	kvs, err := criconfig.MakeEnvironmentVariables(ctx, pod, c, opts)
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		env[kv.Key] = string(kv.Value)
+	}
+	return env, nil
+}
+
+// mountsImageVolume says whether one of c's volumeMounts is of an image volume.
+func mountsImageVolume(pod *v1.Pod, c *v1.Container) bool {
+	for _, vol := range pod.Spec.Volumes {
+		if vol.Image != nil && slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.Name == vol.Name }) {
+			return true
 		}
 	}
-	return m.volumes.MountsFor(pod, c, env)
+	return false
 }
 
 // seccompProfileRoot is <root>/seccomp, where Localhost profiles live.
@@ -358,21 +383,21 @@ func (m *Manager) createLegacyLogSymlink(id string, config *runtimeapi.Container
 	}
 }
 
-// lookUpImages asks the runtime in the background about the images of the containers this
-// sync starts whose pull policy checks for a present image first, so that the answers are
-// in the sync's memo by the time EnsureImageExists and imageUser need them: the lookups
-// overlap the sandbox's creation and the earlier containers' starts instead of following
-// them. The answers cannot differ from asking later: nothing in this sync pulls or removes
-// an image before checking it. The returned function waits for the lookups.
+// lookUpImages asks the runtime in the background about the images this sync may pull
+// (imagesToLookUp), so that the answers are in the sync's memo by the time
+// EnsureImageExists and imageUser need them: the lookups overlap the sandbox's creation
+// and the earlier containers' starts instead of following them. The answers cannot be
+// staler than asking later: a pull in this sync makes the memo forget the image it pulled.
+// The returned function waits for the lookups.
 func (m *Manager) lookUpImages(ctx context.Context, pod *v1.Pod, changes podActions) (wait func()) {
 	var wg sync.WaitGroup
 	seen := map[string]bool{}
-	for _, c := range containersToStart(pod, changes) {
-		if c.ImagePullPolicy == v1.PullAlways || seen[c.Image] {
+	for _, image := range imagesToLookUp(pod, changes) {
+		if seen[image] {
 			continue
 		}
-		seen[c.Image] = true
-		spec, err := images.ImageSpecFor(pod, c.Image, imageRuntimeHandler)
+		seen[image] = true
+		spec, err := images.ImageSpecFor(pod, image, imageRuntimeHandler)
 		if err != nil {
 			continue // EnsureImageExists reports it
 		}
@@ -383,6 +408,28 @@ func (m *Manager) lookUpImages(ctx context.Context, pod *v1.Pod, changes podActi
 		}()
 	}
 	return wg.Wait
+}
+
+// imagesToLookUp are the images whose pull policy checks for a present image first: of
+// the containers changes starts and, when it starts any, of the pod's image volumes, which
+// are pulled before them.
+func imagesToLookUp(pod *v1.Pod, changes podActions) []string {
+	var out []string
+	starting := containersToStart(pod, changes)
+	for _, c := range starting {
+		if c.ImagePullPolicy != v1.PullAlways {
+			out = append(out, c.Image)
+		}
+	}
+	if len(starting) == 0 {
+		return out
+	}
+	for _, vol := range pod.Spec.Volumes {
+		if vol.Image != nil && imageVolumePullPolicy(vol.Image) != v1.PullAlways {
+			out = append(out, vol.Image.Reference)
+		}
+	}
+	return out
 }
 
 // containersToStart lists the containers changes starts, in start order.

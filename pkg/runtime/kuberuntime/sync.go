@@ -267,10 +267,16 @@ type podStarter struct {
 	pullSecrets   []v1.Secret
 	backOff       *flowcontrol.Backoff
 	result        *container.PodSyncResult
+	// imagePulls are the pulls of the pod's image volumes, by volume name (nil: none).
+	imagePulls map[string]imageVolumePull
 }
 
 func (s *podStarter) startAll(ctx context.Context, changes podActions) {
 	pod := s.pod
+	// The image volumes are pulled before any container starts, and only when one does.
+	if len(containersToStart(pod, changes)) > 0 {
+		s.imagePulls = s.m.pullImageVolumes(ctx, s)
+	}
 	// Ephemeral containers go first so a debugging container can run even when an init
 	// container keeps failing.
 	for _, idx := range changes.EphemeralContainersToStart {
@@ -306,7 +312,15 @@ func (s *podStarter) start(ctx context.Context, typeName string, c *v1.Container
 	klog.V(4).InfoS("Creating container in pod", "containerType", typeName, "container", c.Name, "pod", klog.KObj(s.pod))
 	metricLabel := containerTypeLabels[typeName]
 	metrics.StartedContainersTotal.WithLabelValues(metricLabel).Inc()
-	if msg, err := s.m.startContainer(ctx, s, c, ec); err != nil {
+	// Failing on an image volume's pull only now gives the container the pull's reason.
+	vols, msg, err := s.imageVolumesFor(c)
+	if err != nil {
+		r.Fail(err, msg)
+		return err
+	}
+	msg, err = s.m.startContainer(ctx, s, c, ec, vols)
+	countImageVolumes(err, msg, c, vols)
+	if err != nil {
 		// The errors are container.Err* and images.Err* reasons: few, and telling server
 		// errors from user errors.
 		metrics.StartedContainersErrorsTotal.WithLabelValues(metricLabel, err.Error()).Inc()
