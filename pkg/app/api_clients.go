@@ -157,14 +157,14 @@ func (c *cluster) runtimeClasses(ctx context.Context) kuberuntime.RuntimeClassLo
 // volumeAPI serves the volume types made of API objects: config maps, secrets, claims
 // and service-account tokens (whose expired entries are dropped until ctx ends).
 // Standalone, only the downward API's node allocatable is known.
-func (c *cluster) volumeAPI(ctx context.Context, nodeAllocatable func() v1.ResourceList) volumes.API {
-	api := volumes.API{NodeAllocatable: nodeAllocatable}
+func (c *cluster) volumeAPI(ctx context.Context, nodeAllocatable func() v1.ResourceList, recorder record.EventRecorder) volumes.API {
+	api := volumes.API{NodeAllocatable: nodeAllocatable, Recorder: recorder}
 	if c == nil {
 		return api
 	}
 	tokens := token.NewManagerForClient(c.clients.Kube, clock.RealClock{})
 	go tokens.RunCleanup(ctx)
-	api.Objects, api.Tokens, api.Claims = c.objects, tokens, c.objects
+	api.Objects, api.Tokens, api.Claims, api.ClaimStatus = c.objects, tokens, c.objects, c.objects
 	return api
 }
 

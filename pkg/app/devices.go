@@ -97,6 +97,9 @@ func startPluginWatcher(ctx context.Context, rootDir string, claims *dra.Manager
 	if err := reg.Register(w.Collector()); err != nil {
 		return err
 	}
+	if err := reg.Register(csi.Collector()); err != nil {
+		return err
+	}
 	return w.Run(ctx, nil)
 }
 

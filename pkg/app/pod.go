@@ -123,6 +123,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 	ro.RuntimeClasses = cl.runtimeClasses(ctx)
 	rro := recursiveReadOnlySupport(ctx, cl, ro.RuntimeClasses, handlers)
 	vols.SetRecursiveReadOnlySupport(rro)
+	ro.SupportsRecursiveReadOnly = rro // image volumes' mounts are the runtime manager's
 	ro.CgroupParent, ro.PodResizer = cgroups.Parent, cgroups
 	pulledImages, err := newImagePullManager(ctx, opts, is)
 	if err != nil {
@@ -186,7 +187,7 @@ func startPodLoop(ctx context.Context, opts *config.Options, nodeName string, rs
 		return nil, err
 	}
 	late.node = node
-	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node)))
+	vols.SetAPI(cl.volumeAPI(ctx, nodeAllocatable(ctx, node), recorder))
 	vols.SetVolumesInUseChanged(node.SyncNow)
 	csiDrivers := cl.csiDrivers(ctx, opts.RootDirectory, nodeName, vols)
 	admitter, err := admission.New(nodeOf(ctx, node), admission.Options{AllowedUnsafeSysctls: cfg.AllowedUnsafeSysctls, DeclaredFeatures: declared,

@@ -14,15 +14,14 @@ import (
 )
 
 // DialReady connects to the unix socket and waits up to timeout for the connection to
-// be ready (upstream's blocking dial).
-func DialReady(ctx context.Context, socket string, timeout time.Duration) (*grpc.ClientConn, error) {
+// be ready (upstream's blocking dial). opts are further dial options (interceptors).
+func DialReady(ctx context.Context, socket string, timeout time.Duration, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 	}
-	conn, err := grpc.NewClient("passthrough:///localhost",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithAuthority("localhost"),
-		grpc.WithContextDialer(dialer))
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"), grpc.WithContextDialer(dialer)}, opts...)
+	conn, err := grpc.NewClient("passthrough:///localhost", opts...)
 	if err != nil {
 		return nil, err
 	}

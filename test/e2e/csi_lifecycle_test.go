@@ -115,3 +115,109 @@ func TestClusterCSIKilledMidPublish(t *testing.T) {
 		t.Errorf("NodeUnstageVolume called %d times, want once", n)
 	}
 }
+
+// TestClusterCSIExpansion grows a mounted CSI volume online. No external-resizer is on
+// the module proxy, so the test does its controller-side part: the claim's request and
+// the PV's capacity grow to 2Gi and the claim is marked NodeResizePending with the
+// FileSystemResizePending condition. nodelet, at the pod's next sync, calls
+// NodeExpandVolume with the publish and staging paths, then records the new capacity on
+// the claim, clears its resize status and condition, and sends upstream's
+// FileSystemResizeSuccessful event; the pod keeps running.
+func TestClusterCSIExpansion(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{config: "syncFrequency: 5s\n"})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	d := startCSIDriver(t, c, c.rootDir, "--expand")
+	createCSIDriverObject(t, c, d)
+	class := expandableClass(t, c)
+	createStaticCSIVolume(t, c, d.name, "vol-grow", "grow", class)
+	c.createPod(t, c.claimPod("app", "grow"))
+	eventually(t, 60*time.Second, "the pod Ready", func() error { return c.podReady("app") })
+	before := c.containerIDs(t, "app")
+
+	resizeLikeController(t, c, "grow", c.namespace+"-vol-grow", resource.MustParse("2Gi"))
+	took := eventually(t, 60*time.Second, "the claim's new capacity", func() error {
+		pvc, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Get(ctx, "grow", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got := pvc.Status.Capacity[v1.ResourceStorage]
+		if got.String() != "2Gi" || len(pvc.Status.AllocatedResourceStatuses) > 0 {
+			return fmt.Errorf("capacity %s, resize statuses %v", got.String(), pvc.Status.AllocatedResourceStatuses)
+		}
+		for _, cond := range pvc.Status.Conditions {
+			if cond.Type == v1.PersistentVolumeClaimFileSystemResizePending || cond.Type == v1.PersistentVolumeClaimNodeResizeError {
+				return fmt.Errorf("condition %+v", cond)
+			}
+		}
+		return nil
+	})
+	t.Logf("claim expanded %v after the controller's part (sync period 5s)", took.Round(10*time.Millisecond))
+	if n := d.count("NodeExpandVolume"); n != 1 {
+		t.Errorf("NodeExpandVolume called %d times, want once: %v", n, d.calls())
+	}
+	if !strings.Contains(d.out.String(), "CSI NodeExpandVolume volume=vol-grow target="+c.rootDir+"/pods/") {
+		t.Errorf("NodeExpandVolume not given the pod's target path:\n%s", d.out.String())
+	}
+	eventually(t, 20*time.Second, "the FileSystemResizeSuccessful event", func() error {
+		list, err := c.admin.CoreV1().Events(c.namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FileSystemResizeSuccessful,involvedObject.name=app"})
+		if err == nil && len(list.Items) == 0 {
+			err = fmt.Errorf("no event")
+		}
+		if err == nil && !strings.HasPrefix(list.Items[0].Message, "MountVolume.NodeExpandVolume succeeded for volume \""+c.namespace+"-vol-grow\"") {
+			err = fmt.Errorf("event %q", list.Items[0].Message)
+		}
+		return err
+	})
+	if after := c.containerIDs(t, "app"); !sameIDs(after, before) {
+		t.Errorf("the pod's containers changed: %v -> %v", before, after)
+	}
+}
+
+// expandableClass is a StorageClass that allows expansion: the API server lets a
+// claim's request grow only with one.
+func expandableClass(t *testing.T, c *clusterNode) string {
+	t.Helper()
+	yes := true
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.namespace + "-expandable"},
+		Provisioner: "kubernetes.io/no-provisioner", AllowVolumeExpansion: &yes}
+	if _, err := c.admin.StorageV1().StorageClasses().Create(context.Background(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.admin.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+	})
+	return sc.Name
+}
+
+// resizeLikeController does what the resize controller and external-resizer do before
+// the node's part: the claim asks for size, the volume has it, the claim waits for the
+// node (NodeResizePending, FileSystemResizePending).
+func resizeLikeController(t *testing.T, c *clusterNode, claim, pvName string, size resource.Quantity) {
+	t.Helper()
+	ctx := context.Background()
+	pvcs := c.admin.CoreV1().PersistentVolumeClaims(c.namespace)
+	pvc, err := pvcs.Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvc.Spec.Resources.Requests[v1.ResourceStorage] = size
+	if pvc, err = pvcs.Update(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := c.admin.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.Capacity[v1.ResourceStorage] = size
+	if _, err := c.admin.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pvc.Status.AllocatedResources = v1.ResourceList{v1.ResourceStorage: size}
+	pvc.Status.AllocatedResourceStatuses = map[v1.ResourceName]v1.ClaimResourceStatus{v1.ResourceStorage: v1.PersistentVolumeClaimNodeResizePending}
+	pvc.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: v1.PersistentVolumeClaimFileSystemResizePending,
+		Status: v1.ConditionTrue, LastTransitionTime: metav1.Now(), Message: "Waiting for user to (re-)start a pod to finish file system resize of volume on node."}}
+	if _, err := pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -99,8 +99,8 @@ func (d *csiDriver) count(method string) int {
 }
 
 // createStaticCSIVolume creates a PV of the driver with the handle, pre-bound to a claim
-// of the test's namespace, and that claim.
-func createStaticCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim string) {
+// of the test's namespace, and that claim; both of the storage class, if one is given.
+func createStaticCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim string, class ...string) {
 	t.Helper()
 	ctx := context.Background()
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: c.namespace + "-" + handle},
@@ -112,15 +112,18 @@ func createStaticCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim s
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
 				Driver: driver, VolumeHandle: handle, VolumeAttributes: map[string]string{"origin": "static"}}},
 		}}
+	className := ""
+	if len(class) > 0 {
+		className, pv.Spec.StorageClassName = class[0], class[0]
+	}
 	if _, err := c.admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = c.admin.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
 	})
-	empty := ""
 	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: c.namespace},
-		Spec: v1.PersistentVolumeClaimSpec{AccessModes: pv.Spec.AccessModes, VolumeName: pv.Name, StorageClassName: &empty,
+		Spec: v1.PersistentVolumeClaimSpec{AccessModes: pv.Spec.AccessModes, VolumeName: pv.Name, StorageClassName: &className,
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}}}}
 	if _, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

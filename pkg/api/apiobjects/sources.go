@@ -7,12 +7,15 @@ package apiobjects
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -135,4 +138,31 @@ func (s *Sources) GetPersistentVolumeClaim(ctx context.Context, namespace, name 
 // GetPersistentVolume reads a persistent volume from the API server.
 func (s *Sources) GetPersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error) {
 	return s.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// PatchPersistentVolumeClaimStatus sends the difference between old and updated as a
+// strategic merge patch of the claim's status, carrying old's resourceVersion so that
+// it fails, as an update would, when the claim changed since it was read (upstream's
+// PatchPVCStatus).
+func (s *Sources) PatchPersistentVolumeClaimStatus(ctx context.Context, old, updated *v1.PersistentVolumeClaim) (*v1.PersistentVolumeClaim, error) {
+	// The version is left out of the old side, so the patch carries it.
+	before, after := old.DeepCopy(), updated.DeepCopy()
+	before.ResourceVersion, after.ResourceVersion = "", old.ResourceVersion
+	oldJSON, err := json.Marshal(before)
+	if err != nil {
+		return nil, err
+	}
+	newJSON, err := json.Marshal(after)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.PersistentVolumeClaim{})
+	if err != nil {
+		return nil, fmt.Errorf("patchPVCStatus failed to patch PVC %q: %w", old.Name, err)
+	}
+	claim, err := s.client.CoreV1().PersistentVolumeClaims(old.Namespace).Patch(ctx, old.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return nil, fmt.Errorf("patchPVCStatus failed to patch PVC %q: %w", old.Name, err)
+	}
+	return claim, nil
 }

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/node/volumes/atomic"
@@ -30,6 +32,10 @@ type API struct {
 	Objects payload.Objects
 	Tokens  Tokens
 	Claims  Claims
+	// ClaimStatus writes claims' status when a volume was expanded; nil: no expansion.
+	ClaimStatus ClaimStatusPatcher
+	// Recorder records volume events (FileSystemResizeSuccessful); nil: none.
+	Recorder record.EventRecorder
 	// NodeAllocatable is the default of a downward-API limit a container does not set.
 	NodeAllocatable func() v1.ResourceList
 }
@@ -68,6 +74,14 @@ func (m *Manager) SetAPI(api API) {
 		api.NodeAllocatable = func() v1.ResourceList { return nil }
 	}
 	m.api = api
+	m.claimStatus = api.ClaimStatus
+}
+
+// recordEvent records an event on a pod or claim when there is a recorder.
+func (m *Manager) recordEvent(obj runtime.Object, eventType, reason, message string) {
+	if m.api.Recorder != nil {
+		m.api.Recorder.Event(obj, eventType, reason, message)
+	}
 }
 
 // projectionPluginDir is the plugin directory of the file-projecting volume types.

@@ -89,12 +89,17 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	if m.api.Claims == nil {
 		return errNoAPI
 	}
-	if cm, ok := m.claims.get(pod.UID, vol.Name); ok && cm.csi {
+	mounted, isMounted := m.claims.get(pod.UID, vol.Name)
+	if isMounted && mounted.csi && m.claimStatus == nil {
 		return nil
 	}
-	pv, readOnly, err := m.boundVolume(ctx, pod, vol)
+	pvc, pv, readOnly, err := m.boundVolume(ctx, pod, vol)
 	if err != nil {
 		return err
+	}
+	if isMounted && mounted.csi {
+		// Published already: only a grown claim needs the driver again.
+		return m.expandCSIClaim(ctx, pod, vol, pvc, pv, mounted.path)
 	}
 	var cm claimMount
 	switch {
@@ -110,6 +115,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	case pv.Spec.CSI != nil:
 		cm.csi = true
 		cm.path, err = m.setUpCSIPersistent(ctx, pod, pv, readOnly)
+		if err == nil {
+			err = m.expandCSIClaim(ctx, pod, vol, pvc, pv, cm.path)
+		}
 	default:
 		err = fmt.Errorf("persistent volume %q: type %s is not supported yet", pv.Name, persistentVolumeTypeName(&pv.Spec.PersistentVolumeSource))
 	}
@@ -122,29 +130,29 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 }
 
 // boundVolume checks the claim as upstream's volume manager does and returns its volume.
-func (m *Manager) boundVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*v1.PersistentVolume, bool, error) {
+func (m *Manager) boundVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*v1.PersistentVolumeClaim, *v1.PersistentVolume, bool, error) {
 	name, readOnly, ephemeral := claimName(pod, vol)
 	pvc, err := m.api.Claims.GetPersistentVolumeClaim(ctx, pod.Namespace, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
+		return nil, nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
 	}
 	if ephemeral && !metav1.IsControlledBy(pvc, pod) {
-		return nil, false, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pod.Namespace, name, pod.Namespace, pod.Name)
+		return nil, nil, false, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pod.Namespace, name, pod.Namespace, pod.Name)
 	}
 	if pvc.DeletionTimestamp != nil {
-		return nil, false, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", pod.Namespace, name)
+		return nil, nil, false, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", pod.Namespace, name)
 	}
 	if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: PVC is not bound", pod.Namespace, name)
+		return nil, nil, false, fmt.Errorf("error processing PVC %s/%s: PVC is not bound", pod.Namespace, name)
 	}
 	pv, err := m.api.Claims.GetPersistentVolume(ctx, pvc.Spec.VolumeName)
 	if err != nil {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
+		return nil, nil, false, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, name, err)
 	}
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
-		return nil, false, fmt.Errorf("error processing PVC %s/%s: persistent volume %q is not bound to it", pod.Namespace, name, pv.Name)
+		return nil, nil, false, fmt.Errorf("error processing PVC %s/%s: persistent volume %q is not bound to it", pod.Namespace, name, pv.Name)
 	}
-	return pv, readOnly, nil
+	return pvc, pv, readOnly, nil
 }
 
 // bindMount bind-mounts the directory src on dst, unless something is mounted there.

@@ -61,6 +61,10 @@ type Manager struct {
 	nodeName   string
 	// inUse makes status.volumesInUse.
 	inUse inUse
+	// claimStatus writes expanded claims' status (from SetAPI); nil: no expansion.
+	claimStatus ClaimStatusPatcher
+	// expandOnNode replaces the driver call of an expansion in tests.
+	expandOnNode func(ctx context.Context, pv *v1.PersistentVolume, targetPath string, size int64) error
 }
 
 // NewManager returns a Manager for the kubelet root dir rootDir.

@@ -34,15 +34,15 @@ func (m *Manager) connect(ctx context.Context, driver string) (*driverClient, er
 	if err != nil {
 		return nil, err
 	}
-	conn, err := dialEndpoint(ctx, endpoint, csiTimeout)
+	conn, err := dialEndpoint(ctx, endpoint, csiTimeout, grpc.WithChainUnaryInterceptor(timeCalls(driver)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", logf("failed to connect to CSI driver %s at %s", driver, endpoint), err)
 	}
 	return &driverClient{name: driver, conn: conn, node: csipb.NewNodeClient(conn)}, nil
 }
 
-func dialEndpoint(ctx context.Context, endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
-	return unixgrpc.DialReady(ctx, endpoint, timeout)
+func dialEndpoint(ctx context.Context, endpoint string, timeout time.Duration, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return unixgrpc.DialReady(ctx, endpoint, timeout, opts...)
 }
 
 func (c *driverClient) close() {

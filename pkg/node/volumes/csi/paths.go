@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
-	"github.com/nodelet/nodelet/pkg/atomicfile"
 	utilstrings "k8s.io/utils/strings"
+
+	"github.com/nodelet/nodelet/pkg/atomicfile"
 )
 
 const (
@@ -65,6 +68,17 @@ type VolumeData struct {
 func (m *Manager) StagingPath(driver, volumeHandle string) string {
 	sum := sha256.Sum256([]byte(volumeHandle))
 	return filepath.Join(m.pluginDir(), driver, hex.EncodeToString(sum[:]), globalMountDir)
+}
+
+// IsStaged reports whether the volume was staged on this node: staging writes
+// vol_data.json beside the staging path (drivers without STAGE_UNSTAGE_VOLUME are
+// never staged).
+func (m *Manager) IsStaged(driver, volumeHandle string) (bool, error) {
+	_, err := os.Stat(filepath.Join(filepath.Dir(m.StagingPath(driver, volumeHandle)), volDataFileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // TargetPath is where a volume is published for a pod. specName is the volume's spec

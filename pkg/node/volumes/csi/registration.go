@@ -8,6 +8,7 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -43,7 +44,7 @@ func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string, ver
 	}
 	m.setDriver(name, registeredDriver{endpoint: endpoint, version: version})
 
-	info, err := getNodeInfo(ctx, endpoint, ptr.Deref(pluginClientTimeout, csiTimeout))
+	info, err := getNodeInfo(ctx, name, endpoint, ptr.Deref(pluginClientTimeout, csiTimeout))
 	if err == nil {
 		err = m.installDriver(ctx, name, info)
 	}
@@ -76,7 +77,7 @@ func (m *Manager) RefreshDriver(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("failed to create CSI client for driver %q: %w", name, err)
 	}
-	info, err := getNodeInfo(ctx, endpoint, csiTimeout)
+	info, err := getNodeInfo(ctx, name, endpoint, csiTimeout)
 	if err != nil {
 		return fmt.Errorf("failed to get NodeGetInfo from driver %q: %w", name, err)
 	}
@@ -116,10 +117,10 @@ func (m *Manager) unregister(ctx context.Context, name string) {
 }
 
 // getNodeInfo asks the driver at endpoint who it is on this node.
-func getNodeInfo(ctx context.Context, endpoint string, timeout time.Duration) (nodeInfo, error) {
+func getNodeInfo(ctx context.Context, driver, endpoint string, timeout time.Duration) (nodeInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := dialEndpoint(ctx, endpoint, timeout)
+	conn, err := dialEndpoint(ctx, endpoint, timeout, grpc.WithChainUnaryInterceptor(timeCalls(driver)))
 	if err != nil {
 		return nodeInfo{}, fmt.Errorf("%s: %w", logf("failed to connect to CSI driver at %s", endpoint), err)
 	}
