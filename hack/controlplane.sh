@@ -121,15 +121,18 @@ if [ -z "$K8S_VERSION" ] || [ -z "$ETCD_VERSION" ]; then
 fi
 K8S_BIN=$CACHE_DIR/k8s-$K8S_VERSION/bin
 ETCD_BIN=$CACHE_DIR/etcd-$ETCD_VERSION/bin
-# The last two are upstream's own test plugins (a device plugin and a DRA driver) that
-# the e2e tests run against nodelet and upstream's kubelet.
-K8S_ALL=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet sample-device-plugin test-driver)
+# The last three are upstream's own test plugins (a device plugin, a DRA driver and its
+# e2e mock CSI driver, wrapped by hack/tools/k8s/csi-mock) that the e2e tests run against
+# nodelet and upstream's kubelet.
+K8S_ALL=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet sample-device-plugin test-driver csi-mock)
 
-# k8s_package NAME: the package in k8s.io/kubernetes that builds the command NAME.
+# k8s_package NAME: the package (in k8s.io/kubernetes, or of hack/tools/k8s) that builds
+# the command NAME.
 k8s_package() {
 	case $1 in
 	sample-device-plugin) echo k8s.io/kubernetes/test/images/sample-device-plugin ;;
 	test-driver) echo k8s.io/kubernetes/test/e2e/dra/test-driver ;;
+	csi-mock) echo github.com/nodelet/nodelet/hack/tools/k8s/csi-mock ;; # hack/tools/k8s's own
 	*) echo "k8s.io/kubernetes/cmd/$1" ;;
 	esac
 }
