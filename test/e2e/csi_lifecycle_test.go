@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +223,102 @@ func resizeLikeController(t *testing.T, c *clusterNode, claim, pvName string, si
 	if _, err := pvcs.UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClusterCSIBlock: a raw block CSI volume (volumeMode: Block) is staged and
+// published (the driver puts its image behind a loop device, as a real driver publishes
+// a device), linked into the pod's volumeDevices directory and handed to the runtime as a
+// device: the container sees a block device at its devicePath and what it writes there
+// is read by the next pod; deleting the pods leaves no mount, link or loop device.
+func TestClusterCSIBlock(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	d := startCSIDriver(t, c, c.rootDir)
+	createCSIDriverObject(t, c, d)
+	createBlockCSIVolume(t, c, d.name, "vol-blk", "raw")
+	writer := c.createPod(t, c.blockPod("writer", "raw", "echo block-data | dd of=/dev/xvda conv=notrunc"))
+	eventually(t, 60*time.Second, "the block pod Ready", func() error { return c.podReady("writer") })
+	if out := c.execIn(t, "writer", "sh", "-c", "[ -b /dev/xvda ] && echo block; head -c 10 /dev/xvda"); out != "block\nblock-data" {
+		t.Errorf("the container sees %q, want a block device holding what it wrote", out)
+	}
+	if link := filepath.Join(c.rootDir, "pods", string(writer.UID), "volumeDevices", "kubernetes.io~csi", c.namespace+"-vol-blk"); !isSymlink(link) {
+		t.Errorf("no device link at %s", link)
+	}
+	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume" {
+		t.Errorf("driver calls %s", got)
+	}
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "writer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the writer gone", func() error { return c.podGone("writer") })
+	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
+		t.Errorf("driver calls %s: want the volume unpublished then unstaged", got)
+	}
+	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
+		t.Errorf("mounts left under the root dir: %v", left)
+	}
+	c.createPod(t, c.blockPod("reader", "raw", "true"))
+	eventually(t, 60*time.Second, "the reader Ready", func() error { return c.podReady("reader") })
+	if out := c.execIn(t, "reader", "head", "-c", "10", "/dev/xvda"); out != "block-data" {
+		t.Errorf("the next pod reads %q, want the data kept", out)
+	}
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "reader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the reader gone", func() error { return c.podGone("reader") })
+	out, err := exec.Command("losetup", "--associated", filepath.Join(d.state, "vol-blk.img")).CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("loop device left after the last pod: %q (%v)", out, err)
+	}
+}
+
+// createBlockCSIVolume makes a raw block PV of the driver pre-bound to a block claim.
+func createBlockCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim string) {
+	t.Helper()
+	ctx := context.Background()
+	block, empty := v1.PersistentVolumeBlock, ""
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: c.namespace + "-" + handle},
+		Spec: v1.PersistentVolumeSpec{
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain, VolumeMode: &block,
+			ClaimRef:               &v1.ObjectReference{Namespace: c.namespace, Name: claim},
+			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: handle}},
+		}}
+	if _, err := c.admin.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.admin.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: c.namespace},
+		Spec: v1.PersistentVolumeClaimSpec{AccessModes: pv.Spec.AccessModes, VolumeName: pv.Name, StorageClassName: &empty, VolumeMode: &block,
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Mi")}}}}
+	if _, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the claim bound", func() error {
+		got, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Get(ctx, claim, metav1.GetOptions{})
+		if err == nil && got.Status.Phase != v1.ClaimBound {
+			err = fmt.Errorf("phase %s", got.Status.Phase)
+		}
+		return err
+	})
+}
+
+// blockPod runs script, then waits, with the claim as the block device /dev/xvda.
+func (c *clusterNode) blockPod(name, claim, script string) *v1.Pod {
+	pod := c.testPod(name)
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+	ctr := &pod.Spec.Containers[0]
+	ctr.Command = []string{"sh", "-c", script + "; trap 'exit 0' TERM; while true; do sleep 1; done"}
+	ctr.VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}}
+	return pod
+}
+
+func isSymlink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }

@@ -38,6 +38,8 @@ type claimMount struct {
 	// csi: published by a CSI driver, which is not asked again while the pod runs
 	// (upstream's volume manager publishes once; the driver keeps the mount).
 	csi bool
+	// block: a raw block volume; path is the pod's link to the device.
+	block bool
 }
 
 // claimMounts remembers, per pod and volume, where its claim was mounted by SetUpPod,
@@ -98,6 +100,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		return err
 	}
 	if isMounted && mounted.csi {
+		if mounted.block {
+			return nil // a grown raw block volume needs no node expansion here
+		}
 		// Published already: only a grown claim needs the driver again.
 		return m.expandCSIClaim(ctx, pod, vol, pvc, pv, mounted.path)
 	}
@@ -112,6 +117,9 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	case pv.Spec.HostPath != nil:
 		cm.path = pv.Spec.HostPath.Path
 		err = setUpHostPath(pv.Spec.HostPath)
+	case pv.Spec.CSI != nil && isBlock(pv):
+		cm.csi, cm.block = true, true
+		cm.path, err = m.setUpCSIBlock(ctx, pod, pv, readOnly)
 	case pv.Spec.CSI != nil:
 		cm.csi = true
 		cm.path, err = m.setUpCSIPersistent(ctx, pod, pv, readOnly)

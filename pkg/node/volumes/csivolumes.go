@@ -86,21 +86,9 @@ func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.Pe
 		return "", errNoAPI
 	}
 	src := pv.Spec.CSI
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return "", fmt.Errorf("persistent volume %q: raw block CSI volumes are not supported by nodelet yet", pv.Name)
-	}
-	info, err := m.csiDriverInfo(ctx, src.Driver)
+	info, publishContext, err := m.prepareCSIPersistent(ctx, pod, src)
 	if err != nil {
 		return "", err
-	}
-	if err := info.supports(storagev1.VolumeLifecyclePersistent); err != nil {
-		return "", err
-	}
-	var publishContext map[string]string
-	if info.attachRequired {
-		if publishContext, err = m.waitForAttach(ctx, pod.UID, src); err != nil {
-			return "", err
-		}
 	}
 	capability := csi.VolumeCapability{FSType: src.FSType, MountFlags: pv.Spec.MountOptions, AccessModes: pv.Spec.AccessModes}
 	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
@@ -119,6 +107,59 @@ func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.Pe
 		SpecName: pv.Name, ReadOnly: readOnly || src.ReadOnly, Capability: capability, PublishContext: publishContext,
 		VolumeContext: src.VolumeAttributes, Secrets: publishSecrets, PodInfo: podInfo(pod, info),
 		FSGroup: podFSGroup(pod), FSGroupPolicy: info.fsGroupPolicy, FSGroupChangePolicy: podFSGroupChangePolicy(pod)})
+}
+
+// prepareCSIPersistent reads the driver's CSIDriver and, for an attachable driver, waits
+// for the volume to be attached; it returns the attachment's publish context.
+func (m *Manager) prepareCSIPersistent(ctx context.Context, pod *v1.Pod, src *v1.CSIPersistentVolumeSource) (csiDriverInfo, map[string]string, error) {
+	info, err := m.csiDriverInfo(ctx, src.Driver)
+	if err != nil {
+		return info, nil, err
+	}
+	if err := info.supports(storagev1.VolumeLifecyclePersistent); err != nil {
+		return info, nil, err
+	}
+	if !info.attachRequired {
+		return info, nil, nil
+	}
+	publishContext, err := m.waitForAttach(ctx, pod.UID, src)
+	return info, publishContext, err
+}
+
+// setUpCSIBlock stages and publishes a raw block volume (volumeMode: Block) and links it
+// into the pod's volumeDevices directory; it returns the link, the device's host path.
+func (m *Manager) setUpCSIBlock(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
+	if m.csi == nil {
+		return "", errNoAPI
+	}
+	src := pv.Spec.CSI
+	info, publishContext, err := m.prepareCSIPersistent(ctx, pod, src)
+	if err != nil {
+		return "", err
+	}
+	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
+	if err != nil {
+		return "", err
+	}
+	publishSecrets, err := m.secretData(ctx, src.NodePublishSecretRef)
+	if err != nil {
+		return "", err
+	}
+	path, err := m.csi.SetUpBlock(ctx, csi.BlockRequest{
+		Stage: csi.StageRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, PublishContext: publishContext,
+			VolumeContext: src.VolumeAttributes, Secrets: stageSecrets,
+			Capability: csi.VolumeCapability{Block: true, AccessModes: pv.Spec.AccessModes}},
+		PodUID: string(pod.UID), Spec: pv.Name, ReadOnly: readOnly || src.ReadOnly,
+		PublishSecrets: publishSecrets, PublishContext: publishContext, VolumeContext: src.VolumeAttributes, PodInfo: podInfo(pod, info)})
+	if err != nil {
+		return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : %w", pv.Name, err)
+	}
+	return path, nil
+}
+
+// isBlock says whether the persistent volume is a raw block one.
+func isBlock(pv *v1.PersistentVolume) bool {
+	return pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
 }
 
 // setUpCSIInline publishes a pod's inline (ephemeral) CSI volume; it is never staged.
@@ -215,6 +256,9 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
 	if m.csi == nil {
 		return nil
 	}
+	if err := m.tearDownCSIBlock(ctx, uid); err != nil {
+		return err
+	}
 	published, err := m.csi.ListPublished()
 	if err != nil {
 		return err
@@ -255,6 +299,27 @@ func (m *Manager) tearDownCSI(ctx context.Context, uid types.UID) error {
 		klog.V(2).InfoS("Volume unstaged", "driver", s.driver, "volumeHandle", s.handle)
 	}
 	return nil
+}
+
+// tearDownCSIBlock unmaps and unpublishes the pod's raw block volumes (unstaging those no
+// other pod has).
+func (m *Manager) tearDownCSIBlock(ctx context.Context, uid types.UID) error {
+	mapped, err := m.csi.ListBlockMapped()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range mapped {
+		if b.PodUID != string(uid) {
+			continue
+		}
+		if err := m.csi.TearDownBlock(ctx, b.PodUID, b.SpecName); err != nil {
+			errs = append(errs, fmt.Errorf("UnmapVolume.UnmapBlockVolume failed for volume %q: %w", b.SpecName, err))
+			continue
+		}
+		m.inUse.mountsChanged()
+	}
+	return errors.Join(errs...)
 }
 
 // publishedVolumes are the {driver, volume handle} pairs some pod still has published.

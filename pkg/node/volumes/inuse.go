@@ -90,8 +90,8 @@ func (m *Manager) MarkVolumesAsReportedInUse(names []v1.UniqueVolumeName) {
 	m.inUse.reported = sets.New(names...)
 }
 
-// mountedCSIVolumes are the persistent CSI volumes staged or published on the node,
-// volume handles by driver. Inline volumes are never attached.
+// mountedCSIVolumes are the persistent CSI volumes staged, published or mapped (raw
+// block) on the node, volume handles by driver. Inline volumes are never attached.
 func (m *Manager) mountedCSIVolumes() map[string][]string {
 	out := map[string][]string{}
 	add := func(driver, handle string) {
@@ -103,6 +103,13 @@ func (m *Manager) mountedCSIVolumes() map[string][]string {
 		for _, s := range staged {
 			if s.DataErr == nil {
 				add(s.Driver, s.Data.VolumeHandle)
+			}
+		}
+	}
+	if mapped, err := m.csi.ListBlockMapped(); err == nil {
+		for _, b := range mapped {
+			if b.DataErr == nil {
+				add(b.Data.DriverName, b.Data.VolumeHandle)
 			}
 		}
 	}

@@ -41,6 +41,28 @@ func (m *Manager) MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string)
 	return mounts, nil
 }
 
+// DevicesFor translates the container's volumeDevices into CRI devices: each raw block
+// claim's device, read-write unless the claim is read-only, as upstream's
+// makeBlockVolumes. The pod's volumes must have been set up by SetUpPod.
+func (m *Manager) DevicesFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error) {
+	devices := make([]*runtimeapi.Device, 0, len(c.VolumeDevices))
+	for _, vd := range c.VolumeDevices {
+		cm, ok := m.claims.get(pod.UID, vd.Name)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("cannot find volume %q to pass into container %q", vd.Name, c.Name)
+		case !cm.block:
+			return nil, fmt.Errorf("volume %s has volumeMode Filesystem, but is specified in volumeDevices", vd.Name)
+		}
+		permissions := "mrw"
+		if cm.readOnly {
+			permissions = "r"
+		}
+		devices = append(devices, &runtimeapi.Device{ContainerPath: vd.DevicePath, HostPath: cm.path, Permissions: permissions})
+	}
+	return devices, nil
+}
+
 // mountFor builds the CRI mount of the container's volumeMount number index. A subPath
 // is bind-mounted into the pod's directory and that mount is what the runtime gets.
 func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, index int, vol *v1.Volume, env map[string]string) (*runtimeapi.Mount, error) {
@@ -117,6 +139,9 @@ func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, volumeAttrs, 
 		cm, ok := m.claims.get(pod.UID, vol.Name)
 		if !ok {
 			return "", volumeAttrs{}, fmt.Errorf("volume %q: claim is not mounted", vol.Name)
+		}
+		if cm.block {
+			return "", volumeAttrs{}, fmt.Errorf("volume %s has volumeMode Block, but is specified in volumeMounts", vol.Name)
 		}
 		return cm.path, volumeAttrs{readOnly: cm.readOnly, relabel: cm.relabel && m.selinuxEnabled, specName: cm.pvName}, nil
 	default:

@@ -96,6 +96,10 @@ func (v hostVolumes) MountsFor(pod *v1.Pod, c *v1.Container, _ map[string]string
 	return out, nil
 }
 
+func (v hostVolumes) DevicesFor(*v1.Pod, *v1.Container) ([]*runtimeapi.Device, error) {
+	return nil, nil
+}
+
 func (v hostVolumes) PodDir(uid types.UID) string { return filepath.Join(v.dir, string(uid)) }
 
 type imageVolumeEnv struct {

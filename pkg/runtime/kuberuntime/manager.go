@@ -50,6 +50,9 @@ type VolumeManager interface {
 	// MountsFor returns the CRI mounts of container c; env is its environment, for
 	// subPathExpr.
 	MountsFor(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+	// DevicesFor returns the CRI devices of container c's volumeDevices (raw block
+	// volumes).
+	DevicesFor(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error)
 	// PodDir is the pod's directory on the host (holds termination-message files).
 	PodDir(uid types.UID) string
 }

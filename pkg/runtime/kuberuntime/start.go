@@ -131,12 +131,33 @@ func (m *Manager) containerConfig(ctx context.Context, s *podStarter, c *v1.Cont
 			return nil, nil, err.Error(), err
 		}
 	}
+	if opts.Devices, err = m.withBlockVolumes(pod, c, opts.Devices); err != nil {
+		return nil, nil, err.Error(), err
+	}
 	config, cleanup, err := criconfig.GenerateContainerConfig(ctx, c, pod, restartCount, opts)
 	if err != nil {
 		return nil, nil, grpcMessage(err), err
 	}
 	m.pin(pod, c, config)
 	return config, cleanup, "", nil
+}
+
+// withBlockVolumes adds the container's raw block volumes after the device plugins'
+// devices, as upstream's kubelet orders them.
+func (m *Manager) withBlockVolumes(pod *v1.Pod, c *v1.Container, d *criconfig.DeviceOptions) (*criconfig.DeviceOptions, error) {
+	if m.volumes == nil || len(c.VolumeDevices) == 0 {
+		return d, nil
+	}
+	devices, err := m.volumes.DevicesFor(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	out := &criconfig.DeviceOptions{}
+	if d != nil {
+		*out = *d
+	}
+	out.Devices = append(slices.Clone(out.Devices), devices...)
+	return out, nil
 }
 
 // mounts are the container's volume mounts, then the pod's kubelet-managed /etc/hosts.

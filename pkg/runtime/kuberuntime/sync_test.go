@@ -232,6 +232,10 @@ func (v *mountOnlyVolumes) MountsFor(_ *v1.Pod, c *v1.Container, _ map[string]st
 	return []*runtimeapi.Mount{{ContainerPath: "/data", HostPath: filepath.Join(v.dir, "data")}}, nil
 }
 
+func (v *mountOnlyVolumes) DevicesFor(*v1.Pod, *v1.Container) ([]*runtimeapi.Device, error) {
+	return nil, nil
+}
+
 func (v *mountOnlyVolumes) PodDir(uid types.UID) string { return filepath.Join(v.dir, string(uid)) }
 
 func TestSyncPodMountsVolumesWithoutSettingThemUp(t *testing.T) {

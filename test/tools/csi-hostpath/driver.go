@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -247,6 +249,9 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 	if err := unmountAndRemove(staging); err != nil {
 		return nil, err
 	}
+	if err := detachLoop(dir + ".img"); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
 	if err := os.Remove(dir + ".stage.json"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -287,8 +292,11 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 				return nil, status.Errorf(codes.FailedPrecondition, "volume not staged: %v", err)
 			}
 		}
-		src = dir + ".img"
-		if err := ensureImage(src); err != nil {
+		if err := ensureImage(dir + ".img"); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		// A real driver publishes a device node: the image goes behind a loop device.
+		if src, err = loopDevice(dir + ".img"); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	case staged:
@@ -338,7 +346,8 @@ func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVo
 }
 
 func (d *driver) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if _, err := d.volumeDir(req.GetVolumeId()); err != nil {
+	dir, err := d.volumeDir(req.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
 	path := req.GetVolumePath()
@@ -349,9 +358,13 @@ func (d *driver) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeSta
 	if err != nil {
 		return nil, statError(err)
 	}
-	if !fi.IsDir() { // a published block volume: only its size means anything
+	if !fi.IsDir() { // a published block volume: only its size (the image's) means anything
+		img, err := os.Stat(dir + ".img")
+		if err != nil {
+			return nil, statError(err)
+		}
 		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-			{Unit: csi.VolumeUsage_BYTES, Total: fi.Size()},
+			{Unit: csi.VolumeUsage_BYTES, Total: img.Size()},
 		}}, nil
 	}
 	var st unix.Statfs_t
@@ -439,6 +452,40 @@ func ensureImage(path string) error {
 		return err
 	}
 	return f.Truncate(blockSize)
+}
+
+// loopDevice is the loop device backing the image file, attached if none is.
+func loopDevice(img string) (string, error) {
+	if dev, err := attachedLoop(img); err != nil || dev != "" {
+		return dev, err
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("losetup %s: %v: %s", img, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// attachedLoop is the loop device the image is attached to, "" when none.
+func attachedLoop(img string) (string, error) {
+	out, err := exec.Command("losetup", "--associated", img).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("losetup --associated %s: %v: %s", img, err, out)
+	}
+	dev, _, _ := strings.Cut(string(out), ":")
+	return strings.TrimSpace(dev), nil
+}
+
+// detachLoop detaches the image's loop device, if it has one (a block volume unstaged).
+func detachLoop(img string) error {
+	dev, err := attachedLoop(img)
+	if err != nil || dev == "" {
+		return err
+	}
+	if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
+		return fmt.Errorf("losetup --detach %s: %v: %s", dev, err, out)
+	}
+	return nil
 }
 
 // mountOnce bind-mounts src onto target (a directory, or for block a file),

@@ -446,7 +446,8 @@ func TestBlockPublish(t *testing.T) {
 	ok(e.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "blk", StagingTargetPath: staging, VolumeCapability: blockCap()}))(t)
 	ok(e.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "blk", StagingTargetPath: staging, TargetPath: target, VolumeCapability: blockCap()}))(t)
 	mustMounted(t, target, true)
-	if fi, err := os.Stat(target); err != nil || fi.Size() != blockSize || !fi.Mode().IsRegular() {
+	// The target is a block device (the image's loop device), as a real driver's.
+	if fi, err := os.Stat(target); err != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
 		t.Fatalf("block target: %v %v", fi, err)
 	}
 	// Write like a pod does to a device: in place, no truncation.
@@ -455,6 +456,9 @@ func TestBlockPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.WriteAt([]byte("data"), 0)
+	if err == nil {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -475,6 +479,9 @@ func TestBlockPublish(t *testing.T) {
 	mustNotExist(t, staging)
 	if mps := mountsUnder(t, e.base); len(mps) != 0 {
 		t.Errorf("mounts left: %v", mps)
+	}
+	if dev, err := attachedLoop(filepath.Join(e.cfg.stateDir, "blk.img")); err != nil || dev != "" {
+		t.Errorf("loop device %q (%v) left after unstaging", dev, err)
 	}
 }
 

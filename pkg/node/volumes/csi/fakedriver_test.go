@@ -149,6 +149,9 @@ func (d *fakeDriver) NodePublishVolume(_ context.Context, req *csipb.NodePublish
 	if err := d.record("NodePublishVolume", req); err != nil {
 		return nil, err
 	}
+	if req.GetVolumeCapability().GetBlock() != nil { // the "device" is a file
+		return &csipb.NodePublishVolumeResponse{}, os.WriteFile(req.TargetPath, []byte("device"), 0o644)
+	}
 	if err := os.MkdirAll(req.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
@@ -158,6 +161,9 @@ func (d *fakeDriver) NodePublishVolume(_ context.Context, req *csipb.NodePublish
 func (d *fakeDriver) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	if err := d.record("NodeUnpublishVolume", req); err != nil {
 		return nil, err
+	}
+	if fi, err := os.Stat(req.TargetPath); err == nil && !fi.IsDir() { // a block "device"
+		return &csipb.NodeUnpublishVolumeResponse{}, os.Remove(req.TargetPath)
 	}
 	if err := os.RemoveAll(filepath.Join(req.TargetPath, "published")); err != nil {
 		return nil, err

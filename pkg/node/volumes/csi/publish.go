@@ -11,11 +11,12 @@ import (
 	"strconv"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 )
 
 // The volume context keys the kubelet adds for drivers that ask for them.
@@ -183,13 +184,7 @@ func (m *Manager) publishRequest(ctx context.Context, c *driverClient, req Publi
 func publishAttributes(req PublishRequest) (volumeContext, secrets map[string]string, err error) {
 	volumeContext, secrets = maps.Clone(req.VolumeContext), maps.Clone(req.Secrets)
 	if req.PodInfo != nil {
-		volumeContext = merge(volumeContext, map[string]string{
-			attrPodName:            req.PodInfo.Name,
-			attrPodNamespace:       req.PodInfo.Namespace,
-			attrPodUID:             req.PodInfo.UID,
-			attrServiceAccountName: req.PodInfo.ServiceAccountName,
-			attrEphemeral:          strconv.FormatBool(req.Ephemeral),
-		})
+		volumeContext = merge(volumeContext, podInfoAttributes(req.PodInfo, req.Ephemeral))
 	}
 	if len(req.ServiceAccountTokens) == 0 {
 		return volumeContext, secrets, nil
@@ -204,6 +199,17 @@ func publishAttributes(req PublishRequest) (volumeContext, secrets map[string]st
 		volumeContext = merge(volumeContext, map[string]string{attrTokens: string(tokens)})
 	}
 	return volumeContext, secrets, nil
+}
+
+// podInfoAttributes are the volume context keys of podInfoOnMount.
+func podInfoAttributes(pi *PodInfo, ephemeral bool) map[string]string {
+	return map[string]string{
+		attrPodName:            pi.Name,
+		attrPodNamespace:       pi.Namespace,
+		attrPodUID:             pi.UID,
+		attrServiceAccountName: pi.ServiceAccountName,
+		attrEphemeral:          strconv.FormatBool(ephemeral),
+	}
 }
 
 func merge(into, from map[string]string) map[string]string {
