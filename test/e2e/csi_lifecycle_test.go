@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -321,4 +322,58 @@ func (c *clusterNode) blockPod(name, claim, script string) *v1.Pod {
 func isSymlink(path string) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// TestClusterCSITokensAndRepublish: a CSIDriver with tokenRequests gets a service-account
+// token bound to the pod, for its audience, in the publish's volume context; with
+// requiresRepublish the volume is published again at the pod's syncs (not staged again),
+// so the driver sees fresh tokens, and the pod runs on untouched.
+func TestClusterCSITokensAndRepublish(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{config: "syncFrequency: 3s\n"})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	d := startCSIDriver(t, c, c.rootDir)
+	no, yes := false, true
+	obj := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.name}, Spec: storagev1.CSIDriverSpec{
+		AttachRequired: &no, RequiresRepublish: &yes, TokenRequests: []storagev1.TokenRequest{{Audience: "vault"}}}}
+	if _, err := c.admin.StorageV1().CSIDrivers().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createStaticCSIVolume(t, c, d.name, "vol-tok", "tok")
+	c.createPod(t, c.claimPod("app", "tok"))
+	eventually(t, 60*time.Second, "the pod Ready", func() error { return c.podReady("app") })
+	before := c.containerIDs(t, "app")
+	var recs map[string]struct{ VolumeContext map[string]string }
+	b, err := os.ReadFile(filepath.Join(d.state, "vol-tok.publish.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &recs)
+	}
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("publish records %s (%v)", b, err)
+	}
+	for _, rec := range recs {
+		var tokens map[string]struct {
+			Token string `json:"token"`
+		}
+		raw := rec.VolumeContext["csi.storage.k8s.io/serviceAccount.tokens"]
+		if err := json.Unmarshal([]byte(raw), &tokens); err != nil || tokens["vault"].Token == "" {
+			t.Errorf("volume context tokens %q (%v), want a token for audience vault", raw, err)
+		}
+	}
+	took := eventually(t, 30*time.Second, "the volume republished", func() error {
+		if n := d.count("NodePublishVolume"); n < 2 {
+			return fmt.Errorf("%d publishes", n)
+		}
+		return nil
+	})
+	t.Logf("republished %v after the pod was Ready (syncFrequency 3s)", took.Round(10*time.Millisecond))
+	if n := d.count("NodeStageVolume"); n != 1 {
+		t.Errorf("NodeStageVolume called %d times, want once", n)
+	}
+	if after := c.containerIDs(t, "app"); !sameIDs(after, before) {
+		t.Errorf("the pod's containers changed: %v -> %v", before, after)
+	}
+	if mounts := mountsUnder(t, c.rootDir); len(mounts) != 2 {
+		t.Errorf("mounts %v, want the staging and the publish mount once each", mounts)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,9 @@ type API struct {
 // tokens when the pod is gone.
 type Tokens interface {
 	payload.Tokens
+	// GetServiceAccountToken issues (or reuses while fresh) a token as tr asks: the
+	// tokens CSI drivers ask for in their CSIDriver's tokenRequests.
+	GetServiceAccountToken(ctx context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
 	DeleteServiceAccountToken(podUID types.UID)
 }
 
@@ -58,6 +62,9 @@ func (noObjects) GetConfigMap(context.Context, string, string) (*v1.ConfigMap, e
 }
 func (noObjects) GetSecret(context.Context, string, string) (*v1.Secret, error) { return nil, errNoAPI }
 func (noObjects) ServiceAccountToken(context.Context, *v1.Pod, *v1.ServiceAccountTokenProjection) ([]byte, error) {
+	return nil, errNoAPI
+}
+func (noObjects) GetServiceAccountToken(context.Context, string, string, *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
 	return nil, errNoAPI
 }
 func (noObjects) DeleteServiceAccountToken(types.UID) {}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,12 @@ func (f *fakeAPI) GetSecret(_ context.Context, _, name string) (*v1.Secret, erro
 
 func (f *fakeAPI) ServiceAccountToken(_ context.Context, pod *v1.Pod, _ *v1.ServiceAccountTokenProjection) ([]byte, error) {
 	return []byte("token-of-" + pod.Name), nil
+}
+
+func (f *fakeAPI) GetServiceAccountToken(_ context.Context, namespace, name string, tr *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	out := tr.DeepCopy()
+	out.Status.Token = "token-of-" + namespace + "/" + name + "-for-" + tr.Spec.BoundObjectRef.Name
+	return out, nil
 }
 
 func (f *fakeAPI) DeleteServiceAccountToken(uid types.UID) { f.forgotten = append(f.forgotten, uid) }

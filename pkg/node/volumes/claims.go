@@ -40,6 +40,9 @@ type claimMount struct {
 	csi bool
 	// block: a raw block volume; path is the pod's link to the device.
 	block bool
+	// republish: the driver asks for the volume to be published again at every sync of
+	// the pod (CSIDriver requiresRepublish), with fresh tokens.
+	republish bool
 }
 
 // claimMounts remembers, per pod and volume, where its claim was mounted by SetUpPod,
@@ -92,7 +95,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		return errNoAPI
 	}
 	mounted, isMounted := m.claims.get(pod.UID, vol.Name)
-	if isMounted && mounted.csi && m.claimStatus == nil {
+	if isMounted && mounted.csi && m.claimStatus == nil && !mounted.republish {
 		return nil
 	}
 	pvc, pv, readOnly, err := m.boundVolume(ctx, pod, vol)
@@ -100,11 +103,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		return err
 	}
 	if isMounted && mounted.csi {
-		if mounted.block {
-			return nil // a grown raw block volume needs no node expansion here
-		}
-		// Published already: only a grown claim needs the driver again.
-		return m.expandCSIClaim(ctx, pod, vol, pvc, pv, mounted.path)
+		return m.resyncCSIClaim(ctx, pod, vol, pvc, pv, mounted)
 	}
 	var cm claimMount
 	switch {
@@ -122,7 +121,7 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 		cm.path, err = m.setUpCSIBlock(ctx, pod, pv, readOnly)
 	case pv.Spec.CSI != nil:
 		cm.csi = true
-		cm.path, err = m.setUpCSIPersistent(ctx, pod, pv, readOnly)
+		cm.path, cm.republish, err = m.setUpCSIPersistent(ctx, pod, pv, readOnly, false)
 		if err == nil {
 			err = m.expandCSIClaim(ctx, pod, vol, pvc, pv, cm.path)
 		}
@@ -135,6 +134,20 @@ func (m *Manager) setUpClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume) e
 	cm.readOnly, cm.pvName = readOnly, pv.Name
 	m.claims.set(pod.UID, vol.Name, cm)
 	return nil
+}
+
+// resyncCSIClaim is what a sync does for a CSI claim published already: publish it
+// again when its driver requires republishing, and grow it when the claim was resized.
+func (m *Manager) resyncCSIClaim(ctx context.Context, pod *v1.Pod, vol *v1.Volume, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, mounted claimMount) error {
+	if mounted.block {
+		return nil // a grown raw block volume needs no node expansion here
+	}
+	if mounted.republish {
+		if _, _, err := m.setUpCSIPersistent(ctx, pod, pv, mounted.readOnly, true); err != nil {
+			return err
+		}
+	}
+	return m.expandCSIClaim(ctx, pod, vol, pvc, pv, mounted.path)
 }
 
 // boundVolume checks the claim as upstream's volume manager does and returns its volume.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +39,12 @@ type csiDriverInfo struct {
 	podInfoOnMount bool
 	fsGroupPolicy  storagev1.FSGroupPolicy
 	modes          []storagev1.VolumeLifecycleMode
+	// tokenRequests are the service-account tokens the driver is given at publish, in
+	// the secrets when tokensInSecrets; requiresRepublish has them (and the volume)
+	// published again at every sync of the pod, as upstream's remount.
+	tokenRequests     []storagev1.TokenRequest
+	tokensInSecrets   bool
+	requiresRepublish bool
 }
 
 func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo, error) {
@@ -64,6 +71,9 @@ func (m *Manager) csiDriverInfo(ctx context.Context, name string) (csiDriverInfo
 	if len(d.Spec.VolumeLifecycleModes) > 0 {
 		info.modes = d.Spec.VolumeLifecycleModes
 	}
+	info.tokenRequests = d.Spec.TokenRequests
+	info.tokensInSecrets = d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets
+	info.requiresRepublish = d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish
 	return info, nil
 }
 
@@ -81,32 +91,78 @@ func (i csiDriverInfo) supports(mode storagev1.VolumeLifecycleMode) error {
 
 // setUpCSIPersistent stages the persistent volume (once per node) and publishes it into
 // the pod's directory, after its VolumeAttachment is attached when the driver needs one.
-func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
+// remount publishes a volume the pod has again (requiresRepublish): no staging then. It
+// returns the publish path and whether the driver wants the volume republished.
+func (m *Manager) setUpCSIPersistent(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, readOnly, remount bool) (string, bool, error) {
 	if m.csi == nil {
-		return "", errNoAPI
+		return "", false, errNoAPI
 	}
 	src := pv.Spec.CSI
 	info, publishContext, err := m.prepareCSIPersistent(ctx, pod, src)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	capability := csi.VolumeCapability{FSType: src.FSType, MountFlags: pv.Spec.MountOptions, AccessModes: pv.Spec.AccessModes}
-	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
-	if err != nil {
-		return "", err
-	}
-	if err := m.csi.Stage(ctx, csi.StageRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, Capability: capability,
-		PublishContext: publishContext, VolumeContext: src.VolumeAttributes, Secrets: stageSecrets, FSGroup: podFSGroup(pod)}); err != nil {
-		return "", fmt.Errorf("MountVolume.MountDevice failed for volume %q : %w", pv.Name, err)
+	if !remount {
+		if err := m.stageCSI(ctx, pod, pv, capability, publishContext); err != nil {
+			return "", false, err
+		}
 	}
 	publishSecrets, err := m.secretData(ctx, src.NodePublishSecretRef)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return m.csi.Publish(ctx, csi.PublishRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, PodUID: string(pod.UID),
+	tokens, err := m.csiTokens(ctx, pod, info)
+	if err != nil {
+		return "", false, err
+	}
+	path, err := m.csi.Publish(ctx, csi.PublishRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, PodUID: string(pod.UID),
 		SpecName: pv.Name, ReadOnly: readOnly || src.ReadOnly, Capability: capability, PublishContext: publishContext,
 		VolumeContext: src.VolumeAttributes, Secrets: publishSecrets, PodInfo: podInfo(pod, info),
+		ServiceAccountTokens: tokens, TokensInSecrets: info.tokensInSecrets, Remount: remount,
 		FSGroup: podFSGroup(pod), FSGroupPolicy: info.fsGroupPolicy, FSGroupChangePolicy: podFSGroupChangePolicy(pod)})
+	return path, info.requiresRepublish, err
+}
+
+// stageCSI stages a persistent volume with its node-stage secret.
+func (m *Manager) stageCSI(ctx context.Context, pod *v1.Pod, pv *v1.PersistentVolume, capability csi.VolumeCapability, publishContext map[string]string) error {
+	src := pv.Spec.CSI
+	stageSecrets, err := m.secretData(ctx, src.NodeStageSecretRef)
+	if err != nil {
+		return err
+	}
+	if err := m.csi.Stage(ctx, csi.StageRequest{Driver: src.Driver, VolumeHandle: src.VolumeHandle, Capability: capability,
+		PublishContext: publishContext, VolumeContext: src.VolumeAttributes, Secrets: stageSecrets, FSGroup: podFSGroup(pod)}); err != nil {
+		return fmt.Errorf("MountVolume.MountDevice failed for volume %q : %w", pv.Name, err)
+	}
+	return nil
+}
+
+// csiTokens are the service-account tokens the CSIDriver's tokenRequests ask for, bound
+// to the pod, by audience (upstream's podServiceAccountTokenAttrs).
+func (m *Manager) csiTokens(ctx context.Context, pod *v1.Pod, info csiDriverInfo) (map[string]authenticationv1.TokenRequestStatus, error) {
+	if len(info.tokenRequests) == 0 {
+		return nil, nil
+	}
+	account := pod.Spec.ServiceAccountName
+	if account == "" {
+		account = "default"
+	}
+	out := make(map[string]authenticationv1.TokenRequestStatus, len(info.tokenRequests))
+	for _, r := range info.tokenRequests {
+		audiences := []string{}
+		if r.Audience != "" {
+			audiences = []string{r.Audience}
+		}
+		tr, err := m.api.Tokens.GetServiceAccountToken(ctx, pod.Namespace, account, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: r.ExpirationSeconds,
+				BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}})
+		if err != nil {
+			return nil, err
+		}
+		out[r.Audience] = tr.Status
+	}
+	return out, nil
 }
 
 // prepareCSIPersistent reads the driver's CSIDriver and, for an attachable driver, waits
@@ -167,7 +223,8 @@ func (m *Manager) setUpCSIInline(ctx context.Context, pod *v1.Pod, vol *v1.Volum
 	if m.csi == nil {
 		return errNoAPI
 	}
-	if cm, ok := m.claims.get(pod.UID, vol.Name); ok && cm.csi {
+	cm, mounted := m.claims.get(pod.UID, vol.Name)
+	if mounted && cm.csi && !cm.republish {
 		return nil
 	}
 	src := vol.CSI
@@ -187,14 +244,19 @@ func (m *Manager) setUpCSIInline(ctx context.Context, pod *v1.Pod, vol *v1.Volum
 	if src.FSType != nil {
 		fsType = *src.FSType
 	}
+	tokens, err := m.csiTokens(ctx, pod, info)
+	if err != nil {
+		return err
+	}
 	path, err := m.csi.Publish(ctx, csi.PublishRequest{Driver: src.Driver, VolumeHandle: csi.EphemeralVolumeHandle(string(pod.UID), vol.Name),
 		PodUID: string(pod.UID), SpecName: vol.Name, Ephemeral: true, ReadOnly: readOnly, Capability: csi.VolumeCapability{FSType: fsType},
 		VolumeContext: src.VolumeAttributes, Secrets: secrets, PodInfo: podInfo(pod, info), FSGroup: podFSGroup(pod),
+		ServiceAccountTokens: tokens, TokensInSecrets: info.tokensInSecrets, Remount: mounted,
 		FSGroupPolicy: info.fsGroupPolicy, FSGroupChangePolicy: podFSGroupChangePolicy(pod)})
 	if err != nil {
 		return err
 	}
-	m.claims.set(pod.UID, vol.Name, claimMount{path: path, readOnly: readOnly, pvName: vol.Name, csi: true})
+	m.claims.set(pod.UID, vol.Name, claimMount{path: path, readOnly: readOnly, pvName: vol.Name, csi: true, republish: info.requiresRepublish})
 	return nil
 }
 

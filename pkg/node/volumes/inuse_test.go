@@ -173,3 +173,23 @@ func TestWaitForAttachCancelled(t *testing.T) {
 		t.Errorf("error %v, want the volumesInUse reason", err)
 	}
 }
+
+// The tokens a CSIDriver asks for are issued bound to the pod, by audience; an empty
+// audience asks for the API server's.
+func TestCSITokens(t *testing.T) {
+	m := newCSITestManager(t, &fakeCSIObjects{})
+	m.SetAPI(API{Tokens: &fakeAPI{}})
+	pod := newPod("uid-1")
+	pod.Spec.ServiceAccountName = "sa"
+	ten := int64(600)
+	tokens, err := m.csiTokens(context.Background(), pod, csiDriverInfo{tokenRequests: []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: &ten}, {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 2 || tokens["vault"].Token != "token-of-ns1/sa-for-web" || tokens[""].Token == "" {
+		t.Errorf("tokens %v", tokens)
+	}
+	if none, err := m.csiTokens(context.Background(), pod, csiDriverInfo{}); none != nil || err != nil {
+		t.Errorf("no token requests: %v, %v", none, err)
+	}
+}
