@@ -17,6 +17,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // createCSIDriverObject makes the driver's CSIDriver: no attach, persistent volumes.
@@ -54,9 +55,9 @@ func createPreboundCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim
 // controller manager's ephemeral volume controller, owned by the pod) binds to a CSI PV
 // the test pre-bound is staged and published like any claim, and torn down with the pod.
 func TestClusterCSIGenericEphemeral(t *testing.T) {
-	c := startClusterNode(t, clusterOptions{})
+	c := startClusterNode(t, clusterOptions{config: "volumeStatsAggPeriod: 2s\n"})
 	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
-	d := startCSIDriver(t, c, c.rootDir)
+	d := startCSIDriver(t, c, c.rootDir, "--stats")
 	createCSIDriverObject(t, c, d)
 	createPreboundCSIVolume(t, c, d.name, "vol-eph", "eph-scratch")
 	empty := ""
@@ -69,14 +70,15 @@ func TestClusterCSIGenericEphemeral(t *testing.T) {
 	c.createPod(t, pod)
 	eventually(t, 90*time.Second, "the pod with a generic ephemeral CSI volume Ready", func() error { return c.podReady("eph") })
 	c.execIn(t, "eph", "sh", "-c", "echo e > /scratch/f")
-	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume" {
+	if got := strings.Join(d.filteredCalls("NodeGetVolumeStats"), ","); got != "NodeStageVolume,NodePublishVolume" {
 		t.Errorf("driver calls %s: want the claim's volume staged then published", got)
 	}
+	checkCSIVolumeStats(t, c, "eph", "scratch", "eph-scratch")
 	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "eph", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("eph") })
-	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
+	if got := strings.Join(d.filteredCalls("NodeGetVolumeStats"), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
 		t.Errorf("driver calls %s: want the volume unpublished then unstaged", got)
 	}
 	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
@@ -375,5 +377,45 @@ func TestClusterCSITokensAndRepublish(t *testing.T) {
 	}
 	if mounts := mountsUnder(t, c.rootDir); len(mounts) != 2 {
 		t.Errorf("mounts %v, want the staging and the publish mount once each", mounts)
+	}
+}
+
+// checkCSIVolumeStats: the driver's NodeGetVolumeStats figures reach the node's
+// /stats/summary (the pod's volume, with its claim) and kubelet_volume_stats_* on
+// /metrics, read through the API server's node proxy.
+func checkCSIVolumeStats(t *testing.T, c *clusterNode, pod, volume, claim string) {
+	t.Helper()
+	proxy := func(path string) ([]byte, error) {
+		return c.admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", c.name, "proxy", path).DoRaw(context.Background())
+	}
+	eventually(t, 30*time.Second, "the CSI volume in /stats/summary", func() error {
+		raw, err := proxy("stats/summary")
+		if err != nil {
+			return err
+		}
+		var summary statsapi.Summary
+		if err := json.Unmarshal(raw, &summary); err != nil {
+			return err
+		}
+		for _, p := range summary.Pods {
+			if p.PodRef.Name != pod {
+				continue
+			}
+			for _, v := range p.VolumeStats {
+				if v.Name == volume && v.PVCRef != nil && v.PVCRef.Name == claim && v.CapacityBytes != nil && *v.CapacityBytes > 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("pod volumes %+v", p.VolumeStats)
+		}
+		return fmt.Errorf("pod %s not in the summary", pod)
+	})
+	raw, err := proxy("metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`kubelet_volume_stats_capacity_bytes{namespace=%q,persistentvolumeclaim=%q}`, c.namespace, claim)
+	if !strings.Contains(string(raw), want) {
+		t.Errorf("/metrics lacks %s", want)
 	}
 }
