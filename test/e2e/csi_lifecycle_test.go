@@ -301,13 +301,7 @@ func createBlockCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim st
 	if _, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the claim bound", func() error {
-		got, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Get(ctx, claim, metav1.GetOptions{})
-		if err == nil && got.Status.Phase != v1.ClaimBound {
-			err = fmt.Errorf("phase %s", got.Status.Phase)
-		}
-		return err
-	})
+	waitClaimBound(t, c, claim)
 }
 
 // blockPod runs script, then waits, with the claim as the block device /dev/xvda.

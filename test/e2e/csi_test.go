@@ -140,8 +140,14 @@ func createStaticCSIVolume(t *testing.T, c *clusterNode, driver, handle, claim s
 	if _, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitClaimBound(t, c, claim)
+}
+
+// waitClaimBound waits for the PV controller to bind the claim.
+func waitClaimBound(t *testing.T, c *clusterNode, claim string) {
+	t.Helper()
 	eventually(t, 60*time.Second, "the claim bound", func() error {
-		got, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Get(ctx, claim, metav1.GetOptions{})
+		got, err := c.admin.CoreV1().PersistentVolumeClaims(c.namespace).Get(context.Background(), claim, metav1.GetOptions{})
 		if err == nil && got.Status.Phase != v1.ClaimBound {
 			err = fmt.Errorf("phase %s", got.Status.Phase)
 		}

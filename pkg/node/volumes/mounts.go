@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -73,7 +72,7 @@ func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, index int, vol *v1.Volu
 	}
 	sub := vm.SubPath
 	if vm.SubPathExpr != "" {
-		if sub, err = expandSubPathExpr(vm.SubPathExpr, env); err != nil {
+		if sub, err = criconfig.ExpandSubPathExpr(vm.SubPathExpr, env); err != nil {
 			return nil, fmt.Errorf("volume %q: unable to expand subPathExpr %q: %w", vm.Name, vm.SubPathExpr, err)
 		}
 	}
@@ -94,11 +93,11 @@ func (m *Manager) mountFor(pod *v1.Pod, c *v1.Container, index int, vol *v1.Volu
 			return nil, err
 		}
 	}
-	propagation, err := translateMountPropagation(vm.MountPropagation)
+	propagation, err := criconfig.MountPropagation(vm.MountPropagation)
 	if err != nil {
 		return nil, err
 	}
-	rro, err := resolveRecursiveReadOnly(vm, m.runtimeSupportsRRO(pod))
+	rro, err := criconfig.RecursiveReadOnly(vm, m.runtimeSupportsRRO(pod))
 	if err != nil {
 		return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 	}
@@ -153,69 +152,12 @@ func (m *Manager) volumePath(pod *v1.Pod, vol *v1.Volume) (string, volumeAttrs, 
 	return dir, attrs, nil
 }
 
-// expandSubPathExpr expands $(VAR) references in a subPathExpr from the container's
-// environment; as upstream, a reference to a variable that is unset or empty is an error.
-func expandSubPathExpr(expr string, env map[string]string) (string, error) {
-	var missing []string
-	expanded := criconfig.Expand(expr, func(name string) string {
-		v := env[name]
-		if v == "" && !slices.Contains(missing, name) {
-			missing = append(missing, name)
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
-	}
-	return expanded, nil
-}
-
 // absoluteContainerPath makes a relative mountPath absolute, as upstream does.
 func absoluteContainerPath(p string) string {
 	if filepath.IsAbs(p) {
 		return p
 	}
 	return filepath.Clean("/" + p)
-}
-
-// translateMountPropagation maps the API's propagation mode to CRI's.
-func translateMountPropagation(mode *v1.MountPropagationMode) (runtimeapi.MountPropagation, error) {
-	switch {
-	case mode == nil, *mode == v1.MountPropagationNone:
-		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
-	case *mode == v1.MountPropagationHostToContainer:
-		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, nil
-	case *mode == v1.MountPropagationBidirectional:
-		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL, nil
-	default:
-		return 0, fmt.Errorf("invalid MountPropagation mode: %q", *mode)
-	}
-}
-
-// resolveRecursiveReadOnly decides whether the mount is made read-only
-// recursively (submounts included), which needs runtime support.
-func resolveRecursiveReadOnly(vm *v1.VolumeMount, runtimeSupportsRRO bool) (bool, error) {
-	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
-		return false, nil
-	}
-	if !vm.ReadOnly {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
-	}
-	if vm.MountPropagation != nil && *vm.MountPropagation != v1.MountPropagationNone {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *vm.MountPropagation)
-	}
-	switch mode := *vm.RecursiveReadOnly; mode {
-	case v1.RecursiveReadOnlyIfPossible:
-		return runtimeSupportsRRO, nil
-	case v1.RecursiveReadOnlyEnabled:
-		if !runtimeSupportsRRO {
-			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
-		}
-		return true, nil
-	default:
-		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
-	}
 }
 
 // selinuxEnabled reports whether the host enforces SELinux labels: selinuxfs

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 )
 
 var ctx = context.Background()
@@ -486,7 +488,7 @@ func TestResolveRecursiveReadOnly(t *testing.T) {
 		{ptr.To(v1.RecursiveReadOnlyEnabled), true, true},
 	}
 	for _, tt := range tests {
-		got, err := resolveRecursiveReadOnly(&v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: tt.mode}, tt.supported)
+		got, err := criconfig.RecursiveReadOnly(&v1.VolumeMount{Name: "v", ReadOnly: true, RecursiveReadOnly: tt.mode}, tt.supported)
 		if err != nil || got != tt.want {
 			t.Errorf("mode %v supported=%v: got %v, %v; want %v", tt.mode, tt.supported, got, err, tt.want)
 		}

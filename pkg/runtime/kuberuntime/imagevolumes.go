@@ -157,11 +157,11 @@ func imageMount(vm *v1.VolumeMount, image *runtimeapi.ImageSpec, env map[string]
 	if err != nil {
 		return nil, err
 	}
-	propagation, err := mountPropagation(vm.MountPropagation)
+	propagation, err := criconfig.MountPropagation(vm.MountPropagation)
 	if err != nil {
 		return nil, err
 	}
-	rro, err := recursiveReadOnly(vm, supportsRRO)
+	rro, err := criconfig.RecursiveReadOnly(vm, supportsRRO)
 	if err != nil {
 		return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 	}
@@ -185,7 +185,7 @@ func imageSubPath(vm *v1.VolumeMount, env map[string]string) (string, error) {
 	subPath := vm.SubPath
 	if vm.SubPathExpr != "" {
 		var err error
-		if subPath, err = expandSubPathExpr(vm.SubPathExpr, env); err != nil {
+		if subPath, err = criconfig.ExpandSubPathExpr(vm.SubPathExpr, env); err != nil {
 			return "", err
 		}
 	}
@@ -199,63 +199,6 @@ func imageSubPath(vm *v1.VolumeMount, env map[string]string) (string, error) {
 		return "", fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", subPath)
 	}
 	return subPath, nil
-}
-
-// expandSubPathExpr expands $(VAR) from the container's environment; as upstream, a
-// variable that is unset or empty is an error naming it.
-func expandSubPathExpr(expr string, env map[string]string) (string, error) {
-	var missing []string
-	expanded := criconfig.Expand(expr, func(name string) string {
-		if env[name] == "" && !slices.Contains(missing, name) {
-			missing = append(missing, name)
-		}
-		return env[name]
-	})
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
-	}
-	return expanded, nil
-}
-
-// mountPropagation maps the API's propagation mode to CRI's; none set is private.
-func mountPropagation(mode *v1.MountPropagationMode) (runtimeapi.MountPropagation, error) {
-	switch {
-	case mode == nil, *mode == v1.MountPropagationNone:
-		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
-	case *mode == v1.MountPropagationHostToContainer:
-		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, nil
-	case *mode == v1.MountPropagationBidirectional:
-		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL, nil
-	default:
-		return 0, fmt.Errorf("invalid MountPropagation mode: %q", *mode)
-	}
-}
-
-// recursiveReadOnly resolves the volumeMount's recursiveReadOnly as upstream does. It
-// looks at the volumeMount's readOnly, not at the image mount's (always read-only):
-// upstream refuses recursive read-only on a volumeMount that does not say readOnly.
-func recursiveReadOnly(vm *v1.VolumeMount, supported bool) (bool, error) {
-	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
-		return false, nil
-	}
-	if !vm.ReadOnly {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", vm.Name)
-	}
-	if vm.MountPropagation != nil && *vm.MountPropagation != v1.MountPropagationNone {
-		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", vm.Name, *vm.MountPropagation)
-	}
-	switch mode := *vm.RecursiveReadOnly; mode {
-	case v1.RecursiveReadOnlyIfPossible:
-		return supported, nil
-	case v1.RecursiveReadOnlyEnabled:
-		if !supported {
-			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", vm.Name)
-		}
-		return true, nil
-	default:
-		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
-	}
 }
 
 // supportsRecursiveReadOnly says whether the pod's runtime handler can make recursively

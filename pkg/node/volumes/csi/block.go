@@ -247,9 +247,8 @@ func (m *Manager) TearDownBlock(ctx context.Context, podUID, specName string) er
 	}
 	defer c.close()
 	publish := m.blockPublishPath(specName, podUID)
-	_, err = c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: publish})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("%s: %w", logf("blockMapper.unpublishVolumeForBlock failed"), err)
+	if err := unpublishVolume(ctx, c, data.VolumeHandle, publish, "blockMapper.unpublishVolumeForBlock failed"); err != nil {
+		return err
 	}
 	if err := unmountAndRemoveFile(publish); err != nil {
 		return err

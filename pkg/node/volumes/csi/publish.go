@@ -289,16 +289,25 @@ func (m *Manager) Unpublish(ctx context.Context, podUID, specName string) error 
 		return err
 	}
 	defer c.close()
-	_, err = c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: data.VolumeHandle, TargetPath: dir})
-	switch {
-	case isNotFound(err):
-		klog.V(2).InfoS(logf("Driver does not know the volume any more, treating it as unpublished"), "volumeHandle", data.VolumeHandle, "err", err)
-	case err != nil:
-		return fmt.Errorf("%s: %w", logf("Unmounter.TearDownAt failed"), err)
+	if err := unpublishVolume(ctx, c, data.VolumeHandle, dir, "Unmounter.TearDownAt failed"); err != nil {
+		return err
 	}
 	// The driver must remove the target; some don't, so an unmounted, empty one is
 	// removed here, as upstream does.
 	return removeMountDir(dir)
+}
+
+// unpublishVolume is NodeUnpublishVolume; a driver that no longer knows the volume has
+// it unpublished. failure words the error as upstream's caller does.
+func unpublishVolume(ctx context.Context, c *driverClient, volumeHandle, target, failure string) error {
+	_, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: volumeHandle, TargetPath: target})
+	switch {
+	case isNotFound(err):
+		klog.V(2).InfoS(logf("Driver does not know the volume any more, treating it as unpublished"), "volumeHandle", volumeHandle, "err", err)
+	case err != nil:
+		return fmt.Errorf("%s: %w", logf("%s", failure), err)
+	}
+	return nil
 }
 
 // removeOrphanTarget cleans up a target without vol_data.json.
