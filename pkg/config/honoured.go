@@ -38,6 +38,11 @@ var notRead = map[string]fixedBehaviour{
 	"hairpinMode": {"hairpin traffic is left to the CNI plugin", always},
 	"podCIDR": {"the pod CIDR is not passed to the runtime standalone (UpdateRuntimeConfig)",
 		func(c *kc.KubeletConfiguration) bool { return c.PodCIDR == "" }},
+	// true (the default): the attach/detach controller attaches, as nodelet needs; false
+	// asks the kubelet to attach volumes itself, which nodelet does not do.
+	"enableControllerAttachDetach": {"", func(c *kc.KubeletConfiguration) bool {
+		return c.EnableControllerAttachDetach == nil || *c.EnableControllerAttachDetach
+	}},
 	"runOnce": {"nodelet keeps running", func(c *kc.KubeletConfiguration) bool { return !c.RunOnce }},
 	"mergeDefaultEvictionSettings": {"evictionHard replaces the defaults as a whole",
 		func(c *kc.KubeletConfiguration) bool {

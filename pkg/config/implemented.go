@@ -90,7 +90,6 @@ var implementedFields = map[string]bool{
 	"registerWithTaints":            true,
 	"providerID":                    true,
 	"podsPerCore":                   true,
-	"enableControllerAttachDetach":  true,
 	"localStorageCapacityIsolation": true,
 	"allowedUnsafeSysctls":          true,
 	// The kubelet API server (pkg/api/kubeletserver).
@@ -121,9 +120,10 @@ var implementedFields = map[string]bool{
 // partlyImplemented are fields nodelet reads for part of what they do; a value that asks
 // for the missing part warns, naming it.
 var partlyImplemented = map[string]string{
-	"kubeletCgroups": "only reported as a system container in /stats/summary; nodelet does not move itself into it",
-	"systemCgroups":  "only reported as a system container in /stats/summary; nodelet does not move processes into it",
-	"featureGates":   "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling, KubeletEnsureSecretPulledImages, ComponentStatusz, ComponentFlagz and KubeletTracing only",
+	"kubeletCgroups":               "only reported as a system container in /stats/summary; nodelet does not move itself into it",
+	"systemCgroups":                "only reported as a system container in /stats/summary; nodelet does not move processes into it",
+	"enableControllerAttachDetach": "nodelet attaches no volumes itself: with false the node leaves attaching to nobody, and pods with attachable CSI volumes wait for an attach that does not come",
+	"featureGates":                 "nodelet acts on ExtendWebSocketsToKubelet, ContainerCheckpoint, PodLogsQuerySplitStreams, EventedPLEG (default on when the runtime streams container events), MemoryQoS, InPlacePodLevelResourcesVerticalScaling, KubeletEnsureSecretPulledImages, ComponentStatusz, ComponentFlagz and KubeletTracing only",
 }
 
 // implementedCommandFlags are the command-only flags nodelet acts on today.
