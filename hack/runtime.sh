@@ -92,7 +92,10 @@ export PATH=$PATH:$SYS_PATH:/usr/local/go/bin
 # idmapped mounts, so user namespace pods (hostUsers: false) fail with it.
 
 # mod_version DIR MODULE: the version DIR/go.mod requires of MODULE.
-mod_version() { awk -v m="$2" '$1 == "require" && $2 == m { print $3 }' "$1/go.mod"; }
+# Both forms: `require M vX` and M vX inside a require block.
+mod_version() {
+	awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1/go.mod"
+}
 C2_MOD=$ROOT/hack/tools/containerd2
 C2_VERSION=$(mod_version "$C2_MOD" github.com/containerd/containerd/v2)
 C2_BIN=$CACHE_DIR/containerd-$C2_VERSION/bin

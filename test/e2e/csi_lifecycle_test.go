@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -411,5 +412,45 @@ func checkCSIVolumeStats(t *testing.T, c *clusterNode, pod, volume, claim string
 	want := fmt.Sprintf(`kubelet_volume_stats_capacity_bytes{namespace=%q,persistentvolumeclaim=%q}`, c.namespace, claim)
 	if !strings.Contains(string(raw), want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestClusterCSIOrphanCleanedAfterRestart: a pod force-deleted from the API while nodelet
+// is down leaves its containers and its published, staged CSI volume behind; the
+// restarted nodelet stops the orphan and unpublishes then unstages the volume, leaving no
+// mount.
+func TestClusterCSIOrphanCleanedAfterRestart(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	ctx := context.Background()
+	d := startCSIDriver(t, c, c.rootDir)
+	createCSIDriverObject(t, c, d)
+	createStaticCSIVolume(t, c, d.name, "vol-orphan", "orphan")
+	c.createPod(t, c.claimPod("app", "orphan"))
+	eventually(t, 60*time.Second, "the pod Ready", func() error { return c.podReady("app") })
+
+	c.signal(syscall.SIGKILL)
+	<-c.done
+	zero := int64(0)
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "app", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the pod gone from the API", func() error { return c.podGone("app") })
+	c.nodelet = launchNodelet(t, c.healthzPort, c.rootDir, c.cmd.Args[1:])
+	took := eventually(t, 90*time.Second, "the orphan's volume unstaged", func() error {
+		if d.count("NodeUnstageVolume") == 0 {
+			return fmt.Errorf("calls %v", d.calls())
+		}
+		return nil
+	})
+	t.Logf("orphan's volume unstaged %v after the restart", took.Round(10*time.Millisecond))
+	if got := strings.Join(d.filteredCalls("NodeGetVolumeStats"), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
+		t.Errorf("driver calls %s: want the orphan unpublished then unstaged, nothing published again", got)
+	}
+	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
+		t.Errorf("mounts left under the root dir: %v", left)
+	}
+	if ids := c.containerIDs(t, "app"); len(ids) > 0 {
+		t.Errorf("orphan containers still running: %v", ids)
 	}
 }
