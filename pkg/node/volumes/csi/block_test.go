@@ -27,6 +27,11 @@ func TestBlockSetUpAndTearDown(t *testing.T) {
 	m := newStandaloneManager(t, d)
 	ctx := context.Background()
 	base := filepath.Join(m.rootDir, "plugins/kubernetes.io/csi/volumeDevices")
+	t.Cleanup(func() { // a failed run must not leave its bind mounts behind
+		for _, pod := range []string{"uid-1", "uid-2"} {
+			_ = unmountAndRemoveFile(filepath.Join(base, "pv-1/dev", pod))
+		}
+	})
 	for range 2 {
 		link, err := m.SetUpBlock(ctx, blockRequest("uid-1"))
 		if err != nil {
