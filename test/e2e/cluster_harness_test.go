@@ -315,6 +315,16 @@ func (c *clusterNode) podReady(name string) error {
 }
 
 // podGone is nil once the pod no longer exists in the API.
+// deletePodAndWait deletes the pod through the API and waits (up to a minute) until the
+// API server has it no more: nodelet has stopped it and torn it down.
+func (c *clusterNode) deletePodAndWait(t *testing.T, name string) {
+	t.Helper()
+	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "pod "+name+" gone", func() error { return c.podGone(name) })
+}
+
 func (c *clusterNode) podGone(name string) error {
 	_, err := c.getPod(name)
 	if apierrors.IsNotFound(err) {

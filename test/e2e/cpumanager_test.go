@@ -13,7 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -117,10 +116,7 @@ func TestClusterCPUAndMemoryManagers(t *testing.T) {
 		t.Errorf("cpu_manager_state: %s, %v", b, err)
 	}
 
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "pinned", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pinned pod gone", func() error { return c.podGone("pinned") })
+	c.deletePodAndWait(t, "pinned")
 	took := eventually(t, 20*time.Second, "the shared pool back to 0-1 for the running Burstable pod", func() error {
 		if cpus, _ := c.allowed(t, "shared"); cpus != "0-1" {
 			return fmt.Errorf("CPUs %q", cpus)

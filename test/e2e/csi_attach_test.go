@@ -107,10 +107,7 @@ func TestClusterCSIAttachable(t *testing.T) {
 	}
 	checkAttachedState(t, c, d, name)
 
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("app") })
+	c.deletePodAndWait(t, "app")
 	took := eventually(t, 60*time.Second, "the volume detached", func() error {
 		_, err := c.admin.StorageV1().VolumeAttachments().Get(ctx, attachmentName("vol-a", d.name, c.name), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -75,10 +75,7 @@ func TestClusterCSIGenericEphemeral(t *testing.T) {
 		t.Errorf("driver calls %s: want the claim's volume staged then published", got)
 	}
 	checkCSIVolumeStats(t, c, "eph", "scratch", "eph-scratch")
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "eph", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("eph") })
+	c.deletePodAndWait(t, "eph")
 	if got := strings.Join(d.filteredCalls("NodeGetVolumeStats"), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
 		t.Errorf("driver calls %s: want the volume unpublished then unstaged", got)
 	}
@@ -111,10 +108,7 @@ func TestClusterCSIKilledMidPublish(t *testing.T) {
 	}
 	c.execIn(t, "app", "sh", "-c", "echo ok > /data/f")
 	t.Logf("driver calls: %v", d.calls())
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "app", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("app") })
+	c.deletePodAndWait(t, "app")
 	if left := mountsUnder(t, c.rootDir); len(left) > 0 {
 		t.Errorf("mounts left under the root dir: %v", left)
 	}
@@ -237,7 +231,6 @@ func resizeLikeController(t *testing.T, c *clusterNode, claim, pvName string, si
 func TestClusterCSIBlock(t *testing.T) {
 	c := startClusterNode(t, clusterOptions{})
 	eventually(t, 20*time.Second, "node Ready", func() error { return c.nodeReady(t) })
-	ctx := context.Background()
 	d := startCSIDriver(t, c, c.rootDir)
 	createCSIDriverObject(t, c, d)
 	createBlockCSIVolume(t, c, d.name, "vol-blk", "raw")
@@ -252,10 +245,7 @@ func TestClusterCSIBlock(t *testing.T) {
 	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume" {
 		t.Errorf("driver calls %s", got)
 	}
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "writer", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the writer gone", func() error { return c.podGone("writer") })
+	c.deletePodAndWait(t, "writer")
 	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
 		t.Errorf("driver calls %s: want the volume unpublished then unstaged", got)
 	}
@@ -267,10 +257,7 @@ func TestClusterCSIBlock(t *testing.T) {
 	if out := c.execIn(t, "reader", "head", "-c", "10", "/dev/xvda"); out != "block-data" {
 		t.Errorf("the next pod reads %q, want the data kept", out)
 	}
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "reader", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the reader gone", func() error { return c.podGone("reader") })
+	c.deletePodAndWait(t, "reader")
 	out, err := exec.Command("losetup", "--associated", filepath.Join(d.state, "vol-blk.img")).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("loop device left after the last pod: %q (%v)", out, err)

@@ -262,10 +262,7 @@ func TestClusterCSIMockDriver(t *testing.T) {
 		t.Errorf("after the restart the pod reads %q", out)
 	}
 
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("app") })
+	c.deletePodAndWait(t, "app")
 	eventually(t, 10*time.Second, "the volume unpublished and unstaged", func() error {
 		if calls := m.volumeCalls(t); len(calls) < 6 {
 			return fmt.Errorf("calls %s", mockCallNames(calls))

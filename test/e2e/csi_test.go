@@ -226,10 +226,7 @@ func TestClusterCSI(t *testing.T) {
 	}
 	checkPodInfoOnMount(t, d, c.namespace, "writer")
 
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(ctx, "writer", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the writer gone", func() error { return c.podGone("writer") })
+	c.deletePodAndWait(t, "writer")
 	if got := strings.Join(d.calls(), ","); got != "NodeStageVolume,NodePublishVolume,NodeUnpublishVolume,NodeUnstageVolume" {
 		t.Errorf("driver calls %s: want the volume unpublished then unstaged, once", got)
 	}
@@ -327,10 +324,7 @@ func TestClusterSwitchCSI(t *testing.T) {
 			t.Errorf("under %s the pod reads %q", next, out)
 		}
 	}
-	if err := c.admin.CoreV1().Pods(c.namespace).Delete(context.Background(), "writer", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "the pod gone", func() error { return c.podGone("writer") })
+	c.deletePodAndWait(t, "writer")
 	eventually(t, 30*time.Second, "the volume unpublished and unstaged", func() error {
 		if mounts := mountsUnder(t, root); len(mounts) > 0 {
 			return fmt.Errorf("mounts %v", mounts)
