@@ -32,8 +32,12 @@ func (m *Manager) BlockStagingPath(specName string) string {
 	return filepath.Join(m.blockDir(), "staging", specName)
 }
 
+func (m *Manager) blockPublishDir(specName string) string {
+	return filepath.Join(m.blockDir(), "publish", specName)
+}
+
 func (m *Manager) blockPublishPath(specName, podUID string) string {
-	return filepath.Join(m.blockDir(), "publish", specName, podUID)
+	return filepath.Join(m.blockPublishDir(specName), podUID)
 }
 
 func (m *Manager) blockVolumeDir(specName string) string {
@@ -43,7 +47,12 @@ func (m *Manager) blockVolumeDir(specName string) string {
 // BlockDevicePath is the pod's link to its published raw block volume: the host path
 // the runtime maps into the containers.
 func (m *Manager) BlockDevicePath(podUID, specName string) string {
-	return filepath.Join(m.podsDir(), podUID, "volumeDevices", escapedPluginName, specName)
+	return filepath.Join(m.podBlockDir(podUID), specName)
+}
+
+// podBlockDir holds the pod's links to its raw block volumes.
+func (m *Manager) podBlockDir(podUID string) string {
+	return filepath.Join(m.podsDir(), podUID, "volumeDevices", escapedPluginName)
 }
 
 // BlockRequest asks for a persistent raw block volume to be staged and published for a
@@ -205,7 +214,7 @@ func (m *Manager) ListBlockMapped() ([]BlockMapped, error) {
 	}
 	var out []BlockMapped
 	for _, pod := range pods {
-		entries, err := os.ReadDir(filepath.Dir(m.BlockDevicePath(pod, "x")))
+		entries, err := os.ReadDir(m.podBlockDir(pod))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -225,10 +234,10 @@ func (m *Manager) ListBlockMapped() ([]BlockMapped, error) {
 // unpublish it; once no pod has it published any more, the volume is unstaged and its
 // directories go. It is idempotent.
 func (m *Manager) TearDownBlock(ctx context.Context, podUID, specName string) error {
-	data, err := readVolumeData(m.blockDataDir(specName))
 	if err := os.Remove(m.BlockDevicePath(podUID, specName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	data, err := readVolumeData(m.blockDataDir(specName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // nothing left of the volume: torn down before
 	}
@@ -253,7 +262,7 @@ func (m *Manager) TearDownBlock(ctx context.Context, podUID, specName string) er
 	if err := unmountAndRemoveFile(publish); err != nil {
 		return err
 	}
-	if hasEntries(filepath.Dir(publish)) {
+	if hasEntries(m.blockPublishDir(specName)) {
 		return nil // another pod still has it
 	}
 	return m.unstageBlock(ctx, c, data, specName)
@@ -272,7 +281,7 @@ func (m *Manager) unstageBlock(ctx context.Context, c *driverClient, data Volume
 			return err
 		}
 	}
-	for _, p := range []string{path, filepath.Dir(m.blockPublishPath(specName, "x")), m.blockVolumeDir(specName)} {
+	for _, p := range []string{path, m.blockPublishDir(specName), m.blockVolumeDir(specName)} {
 		if err := os.RemoveAll(p); err != nil {
 			return err
 		}
