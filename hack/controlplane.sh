@@ -32,6 +32,9 @@
 #   bootstrap-token           the token, <id>.<secret>
 #   pki/ca.crt, pki/ca.key    cluster CA (also the CSR signing CA)
 #   logs/<component>.log      component logs;  run/<component>.pid  their PIDs
+#   logs/audit.log            the API server's audit log of the nodes' requests (user group
+#                             system:nodes, Metadata level, JSON lines; 100 MB, 2 backups):
+#                             what the benchmarks count per kubelet
 #
 # Ports (all on 127.0.0.1): kube-apiserver 6443, etcd 2379 (peer 2380),
 # kube-controller-manager 10257, kube-scheduler 10259.
@@ -394,6 +397,20 @@ ensure_token() {
 	echo "$(openssl rand -hex 3).$(openssl rand -hex 8)" | write_if_changed "$TOKEN_FILE" || true
 }
 
+# The audit policy records only the kubelets' requests (group system:nodes): the
+# benchmarks count them per node, and the log stays small next to the controllers'.
+ensure_audit_policy() {
+	write_if_changed "$STATE/audit-policy.yaml" <<'EOF' || true
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: [system:nodes]
+- level: None
+EOF
+}
+
 ensure_kubeconfigs() {
 	local n
 	kubeconfig kubernetes-admin "$PKI/ca.crt" "$PKI/admin.crt" "$PKI/admin.key" |
@@ -439,7 +456,9 @@ args_of() {
 			--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group
 			--requestheader-extra-headers-prefix=X-Remote-Extra-
 			--proxy-client-cert-file="$PKI/front-proxy-client.crt"
-			--proxy-client-key-file="$PKI/front-proxy-client.key")
+			--proxy-client-key-file="$PKI/front-proxy-client.key"
+			--audit-policy-file="$STATE/audit-policy.yaml" --audit-log-path="$LOGS/audit.log"
+			--audit-log-format=json --audit-log-maxsize=100 --audit-log-maxbackup=2)
 		;;
 	kube-controller-manager)
 		ARGV=("$(bin_of kube-controller-manager)" --bind-address="$HOST" --secure-port="$CM_PORT"
@@ -735,6 +754,7 @@ cmd_up() {
 	ensure_pki
 	ensure_token
 	ensure_kubeconfigs
+	ensure_audit_policy
 	start etcd
 	wait_healthy etcd
 	start kube-apiserver

@@ -1,0 +1,337 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/pkg/runtime/cri"
+)
+
+// nodeSet is N nodelet nodes started by hack/nodes.sh, each on a containerd of its own,
+// under a name prefix of their own.
+type nodeSet struct {
+	prefix, dir, bin string
+	names            []string
+	endpoints        []string
+}
+
+// startNodeSet runs `hack/nodes.sh up n` and takes the nodes down when the test ends.
+func startNodeSet(t *testing.T, n int) *nodeSet {
+	t.Helper()
+	id := string(uuid.NewUUID())[:6]
+	s := &nodeSet{prefix: "e2e-mn-" + id, dir: t.TempDir(), bin: nodeletBin(t)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dumpLogs(t)
+		}
+		if out, err := s.script("down"); err != nil {
+			t.Logf("hack/nodes.sh down: %v\n%s", err, out)
+		}
+	})
+	out, err := s.script("up", fmt.Sprint(n))
+	if err != nil {
+		t.Fatalf("hack/nodes.sh up %d: %v\n%s", n, err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("hack/nodes.sh up printed %q, not NAME PORT ENDPOINT", line)
+		}
+		s.names, s.endpoints = append(s.names, f[0]), append(s.endpoints, f[2])
+	}
+	if len(s.names) != n {
+		t.Fatalf("hack/nodes.sh up %d printed %d nodes", n, len(s.names))
+	}
+	return s
+}
+
+// script runs hack/nodes.sh with the set's prefix and directories; stdout is returned,
+// stderr too on failure.
+func (s *nodeSet) script(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "nodes.sh"), args...)
+	cmd.Env = append(os.Environ(), "NODELET_NODES_PREFIX="+s.prefix, "NODELET_NODES_DIR="+s.dir,
+		"NODELET_NODES_RUN=/run/nodelet-e2e-mn", "NODELET_NODES_SUBNET=10.111", "NODELET_NODES_PORT=12500",
+		"NODELET_BIN="+s.bin)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
+}
+
+func (s *nodeSet) dumpLogs(t *testing.T) {
+	for _, name := range s.names {
+		data, _ := os.ReadFile(filepath.Join(s.dir, name, "nodelet.log"))
+		if len(data) > 8000 {
+			data = data[len(data)-8000:]
+		}
+		t.Logf("%s: end of nodelet.log:\n%s", name, data)
+	}
+}
+
+// TestClusterThreeNodes: a Deployment spread over three nodelet nodes; one node's nodelet
+// stops, the node lifecycle controller marks the node unreachable and its pods (with a
+// 5 s toleration of that) are recreated on the other two; the nodelet comes back, the
+// node is Ready again, its evicted pods are cleaned up, and a pod that tolerates the
+// outage keeps its container, never restarted.
+func TestClusterThreeNodes(t *testing.T) {
+	admin := adminClient(t)
+	ctx := context.Background()
+	s := startNodeSet(t, 3)
+	ns := s.prefix
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	eventually(t, time.Minute, "default service account", func() error {
+		_, err := admin.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	down := s.names[1]
+
+	survivor := multiNodePod(ns, "survivor", down)
+	if _, err := admin.CoreV1().Pods(ns).Create(ctx, survivor, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := createSpreadDeployment(t, admin, ns, s.prefix, 30)
+	t.Logf("30 replicas available on 3 nodes in %v", took)
+	perNode := podsPerNode(t, admin, ns, "app=spread")
+	for _, name := range s.names {
+		if len(perNode[name]) != 10 {
+			t.Fatalf("replicas per node %v: want 10 on each", counts(perNode))
+		}
+	}
+	before := survivorContainer(t, admin, ns)
+
+	stopped := time.Now()
+	if out, err := s.script("stop", "2"); err != nil {
+		t.Fatalf("hack/nodes.sh stop 2: %v\n%s", err, out)
+	}
+	notReady := eventually(t, 2*time.Minute, down+" not Ready", func() error { return nodeReadyIs(admin, down, v1.ConditionUnknown) })
+	t.Logf("%s marked not Ready %v after its nodelet stopped", down, notReady)
+	evicted := perNode[down]
+	eventually(t, 2*time.Minute, "30 replicas Ready on the other nodes", func() error {
+		return spreadRecovered(admin, ns, down)
+	})
+	t.Logf("30 replicas Ready again on the other two nodes %v after the stop", time.Since(stopped))
+
+	restarted := time.Now()
+	if out, err := s.script("start", "2"); err != nil {
+		t.Fatalf("hack/nodes.sh start 2: %v\n%s", err, out)
+	}
+	t.Logf("%s Ready again %v after its nodelet started", down, time.Since(restarted))
+	eventually(t, time.Minute, "the evicted pods gone from the API", func() error {
+		for _, name := range evicted {
+			if _, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("pod %s still there", name)
+			}
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "unreachable taint removed", func() error { return noUnreachableTaint(admin, down) })
+	after := survivorContainer(t, admin, ns)
+	if after.ContainerID != before.ContainerID || after.RestartCount != 0 {
+		t.Errorf("survivor's container was %s (restarts %d), is %s (restarts %d): want it kept",
+			before.ContainerID, before.RestartCount, after.ContainerID, after.RestartCount)
+	}
+	eventually(t, 30*time.Second, "only the survivor runs on "+down, func() error {
+		return onlyContainer(s.endpoints[1], strings.TrimPrefix(before.ContainerID, "containerd://"))
+	})
+}
+
+// multiNodePod is a pod that sleeps and exits at once on SIGTERM; pinned to node when one
+// is given. It gets the API server's default 300 s tolerations of not-ready and unreachable.
+func multiNodePod(ns, name, node string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec: v1.PodSpec{
+			NodeName:                      node,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			DNSPolicy:                     v1.DNSDefault,
+			Containers: []v1.Container{{
+				Name: "main", Image: "docker.io/library/busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sh", "-c", `trap "exit 0" TERM; sleep 3600 & wait`},
+			}},
+		},
+	}
+}
+
+// createSpreadDeployment creates a Deployment of n replicas kept to the set's nodes, one
+// more than another at most (a tainted node not counted), that tolerates a not-ready or
+// unreachable node for only 5 s; it returns how long until all were available.
+func createSpreadDeployment(t *testing.T, admin kubernetes.Interface, ns, prefix string, n int32) time.Duration {
+	t.Helper()
+	pod := multiNodePod(ns, "spread", "")
+	spec := pod.Spec
+	spec.NodeSelector = map[string]string{"nodelet.dev/nodes": prefix}
+	spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
+		LabelSelector:    &metav1.LabelSelector{MatchLabels: pod.Labels},
+		NodeTaintsPolicy: ptr.To(v1.NodeInclusionPolicyHonor),
+	}}
+	for _, key := range []string{v1.TaintNodeNotReady, v1.TaintNodeUnreachable} {
+		spec.Tolerations = append(spec.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists,
+			Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)})
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(n),
+			Selector: &metav1.LabelSelector{MatchLabels: pod.Labels},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: spec},
+		},
+	}
+	if _, err := admin.AppsV1().Deployments(ns).Create(context.Background(), dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return eventually(t, 3*time.Minute, "deployment available", func() error {
+		d, err := admin.AppsV1().Deployments(ns).Get(context.Background(), "spread", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas != n || d.Status.Replicas != n {
+			return fmt.Errorf("status %+v", d.Status)
+		}
+		return nil
+	})
+}
+
+// podsPerNode maps node names to the names of the live (not terminating) pods there.
+func podsPerNode(t *testing.T, admin kubernetes.Interface, ns, selector string) map[string][]string {
+	t.Helper()
+	list, err := admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p.Name)
+		}
+	}
+	return out
+}
+
+func counts(m map[string][]string) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
+}
+
+func nodeReadyIs(admin kubernetes.Interface, name string, want v1.ConditionStatus) error {
+	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady && c.Status == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s: Ready is not %s: %v", name, want, n.Status.Conditions)
+}
+
+func noUnreachableTaint(admin kubernetes.Interface, name string) error {
+	n, err := admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == v1.TaintNodeUnreachable || taint.Key == v1.TaintNodeNotReady {
+			return fmt.Errorf("node %s still has taint %s", name, taint.Key)
+		}
+	}
+	return nil
+}
+
+// spreadRecovered: the Deployment has 30 Ready pods again, none of them on node down.
+func spreadRecovered(admin kubernetes.Interface, ns, down string) error {
+	list, err := admin.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=spread"})
+	if err != nil {
+		return err
+	}
+	ready := 0
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || !podIsReady(&p) {
+			continue
+		}
+		if p.Spec.NodeName == down {
+			return fmt.Errorf("pod %s on %s is still live", p.Name, down)
+		}
+		ready++
+	}
+	if ready != 30 {
+		return fmt.Errorf("%d of 30 replicas Ready elsewhere", ready)
+	}
+	return nil
+}
+
+func podIsReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func survivorContainer(t *testing.T, admin kubernetes.Interface, ns string) v1.ContainerStatus {
+	t.Helper()
+	var st v1.ContainerStatus
+	eventually(t, time.Minute, "survivor running", func() error {
+		p, err := admin.CoreV1().Pods(ns).Get(context.Background(), "survivor", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !podIsReady(p) || len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("survivor not Ready: %+v", p.Status)
+		}
+		st = p.Status.ContainerStatuses[0]
+		return nil
+	})
+	return st
+}
+
+// onlyContainer: the runtime at endpoint runs no container but id.
+func onlyContainer(endpoint, id string) error {
+	ctx := context.Background()
+	rs, err := cri.NewRemoteRuntimeService(ctx, endpoint, 3*time.Second, time.Minute)
+	if err != nil {
+		return err
+	}
+	defer rs.Close(ctx)
+	list, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		return err
+	}
+	var running []string
+	for _, c := range list {
+		running = append(running, c.Id)
+	}
+	if len(running) != 1 || !slices.Contains(running, id) {
+		return fmt.Errorf("running containers %v, want only %s", running, id)
+	}
+	return nil
+}
