@@ -60,6 +60,7 @@ bench: build
 	  export CONTAINER_RUNTIME_ENDPOINT && hack/bench.sh
 	@hack/bench-cluster.sh
 	@hack/bench-node.sh
+	@hack/bench-scale.sh
 
 demo: build
 	@hack/demo.sh

@@ -30,6 +30,8 @@
 #                                          flags and KubeletConfiguration will do (upstream's
 #                                          changes sysctls and iptables: not undone here)
 #   NODELET_NODES_ARGS=                    extra flags for every node
+#   NODELET_NODES_CONFIG=                  extra KubeletConfiguration lines for every node
+#                                          (upstream's kubelet on cgroup v1: failCgroupV1: false)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -108,9 +110,11 @@ port: $(api_port "$i")
 readOnlyPort: 0
 healthzPort: $(($(api_port "$i") + 1))
 podLogsDir: $d/pod-logs
+volumePluginDir: $d/root/volume-plugins
 authentication:
   x509:
     clientCAFile: $cp_dir/pki/ca.crt
+${NODELET_NODES_CONFIG:-}
 EOF
 }
 
