@@ -81,7 +81,39 @@ func newServiceInformer(client kubernetes.Interface) cache.SharedIndexInformer {
 		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", v1.ClusterIPNone).String()
 	}
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	return coreinformers.NewFilteredServiceInformer(client, metav1.NamespaceAll, 0, indexers, notHeadless)
+	informer := coreinformers.NewFilteredServiceInformer(client, metav1.NamespaceAll, 0, indexers, notHeadless)
+	_ = informer.SetTransform(serviceForEnv)
+	return informer
+}
+
+// serviceForEnv is the service informer's transform: it keeps only what the service
+// env vars are made of (criconfig's serviceEnv reads the name, cluster IP and ports) and
+// what the informer itself needs (namespace for the index, resourceVersion and UID), so
+// a cluster's services cost a few hundred bytes each, not their labels, annotations
+// (kubectl's last-applied-configuration), selector, managedFields and load-balancer
+// status. Anything that is not a service (a DeletedFinalStateUnknown tombstone) is
+// passed through.
+func serviceForEnv(obj any) (any, error) {
+	svc, ok := obj.(*v1.Service)
+	if !ok {
+		return obj, nil
+	}
+	kept := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            svc.Name,
+			Namespace:       svc.Namespace,
+			UID:             svc.UID,
+			ResourceVersion: svc.ResourceVersion,
+		},
+		Spec: v1.ServiceSpec{ClusterIP: svc.Spec.ClusterIP},
+	}
+	if len(svc.Spec.Ports) > 0 {
+		kept.Spec.Ports = make([]v1.ServicePort, len(svc.Spec.Ports))
+		for i, p := range svc.Spec.Ports {
+			kept.Spec.Ports[i] = v1.ServicePort{Name: p.Name, Protocol: p.Protocol, Port: p.Port}
+		}
+	}
+	return kept, nil
 }
 
 // Start runs the service informer until ctx ends; it returns at once.

@@ -7,26 +7,43 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
 // startWatch watches this Node alone (field selector metadata.name) and keeps it in a
-// lister; a deletion makes the status loop register the node again at once.
+// lister; a deletion makes the status loop register the node again at once. The
+// informer is built directly rather than through a SharedInformerFactory: the factory
+// links every API group's informers and listers into the binary for this one Node.
 func (c *Controller) startWatch(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	informer := coreinformers.NewFilteredNodeInformer(c.client, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, c.opts.NodeName).String()
-		}))
-	nodes := factory.Core().V1().Nodes()
-	_, _ = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		})
+	_ = informer.SetTransform(dropManagedFields)
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(any) { c.nodeDeleted(ctx) },
 		UpdateFunc: func(_, obj any) { c.nodeUpdated(obj) },
 	})
-	lister := nodes.Lister()
+	lister := corelisters.NewNodeLister(informer.GetIndexer())
 	c.nodeLister.Store(&lister)
-	factory.Start(ctx.Done())
+	go informer.RunWithContext(ctx)
+}
+
+// dropManagedFields is the node informer's transform: the watched Node is read whole
+// (status, spec, labels, UID) and handed to the status patch as its original, but its
+// managedFields, often larger than the rest of the object, are read by nothing, and the
+// status patch is computed between two copies of the same metadata, so dropping them
+// changes no patch. Objects that are not Nodes (the informer's DeletedFinalStateUnknown)
+// are passed through.
+func dropManagedFields(obj any) (any, error) {
+	if node, ok := obj.(*v1.Node); ok {
+		node.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // nodeUpdated syncs the status at once when someone else changed the node's Ready

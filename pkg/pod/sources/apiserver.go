@@ -48,7 +48,66 @@ func StartSourceAPI(ctx context.Context, client kubernetes.Interface, nodeName t
 			case <-ctx.Done():
 			}
 		}
-		store := cache.NewUndeltaStore(send, cache.MetaNamespaceKeyFunc)
+		store := &transformingStore{
+			UndeltaStore: cache.NewUndeltaStore(send, cache.MetaNamespaceKeyFunc),
+			transform:    dropPodManagedFields,
+		}
 		cache.NewReflector(lw, &v1.Pod{}, store, 0).Run(ctx.Done())
 	}()
+}
+
+// dropPodManagedFields is the API source's transform: a pod is handed on whole to the
+// pod manager, workers and status manager, but its managedFields (often the largest part
+// of its metadata) are read by none of them; the status manager patches a copy it reads
+// afresh from the API server. Anything that is not a pod is passed through.
+func dropPodManagedFields(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		pod.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// transformingStore is an UndeltaStore whose objects go through transform before they are
+// stored, as an informer's SetTransform does for its own store: what is dropped is never
+// kept, and never sent. It is a cache.TransformingStore, so the reflector's watch-list
+// initial store transforms too.
+type transformingStore struct {
+	*cache.UndeltaStore
+	transform cache.TransformFunc
+}
+
+var _ cache.TransformingStore = (*transformingStore)(nil)
+
+// Transformer returns the store's transform.
+func (s *transformingStore) Transformer() cache.TransformFunc { return s.transform }
+
+// Add stores the transformed obj.
+func (s *transformingStore) Add(obj any) error {
+	obj, err := s.transform(obj)
+	if err != nil {
+		return err
+	}
+	return s.UndeltaStore.Add(obj)
+}
+
+// Update stores the transformed obj.
+func (s *transformingStore) Update(obj any) error {
+	obj, err := s.transform(obj)
+	if err != nil {
+		return err
+	}
+	return s.UndeltaStore.Update(obj)
+}
+
+// Replace stores the transformed list.
+func (s *transformingStore) Replace(list []any, resourceVersion string) error {
+	out := make([]any, len(list))
+	for i, obj := range list {
+		t, err := s.transform(obj)
+		if err != nil {
+			return err
+		}
+		out[i] = t
+	}
+	return s.UndeltaStore.Replace(out, resourceVersion)
 }
