@@ -13,14 +13,23 @@
 #   BENCH_ROUNDS=7 BENCH_BATCH_ROUNDS=5 BENCH_IDLE=60s
 #   BENCH_API_PODS=100 (0: no kubelet API figures) BENCH_API_CLIENTS=4 BENCH_API_ROUNDS=2
 #   BENCH_API_WINDOW=10s BENCH_EXEC_RUNS=11
-#   BENCH_SCENARIOS=all   or a comma-separated list of pods, api, volumes (e.g. volumes alone)
+#   BENCH_SCENARIOS=all   or a comma-separated list of pods, api, volumes, requests,
+#                         density, churn (e.g. density,churn)
 #   BENCH_VOLUME_ROUNDS=7 BENCH_VOLUME_PODS=100 BENCH_VOLUME_WINDOW=15s
+#   BENCH_REQUESTS_PODS=20 BENCH_REQUESTS_WINDOW=60s
+#   BENCH_DENSITY_PODS=110 BENCH_DENSITY_ROUNDS=1   (BENCH_IDLE is its idle window too)
+#   BENCH_CHURN_LIVE=100 BENCH_CHURN_RATE=2 BENCH_CHURN_DURATION=5m
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # pods: API create → Ready, 20 pods, RSS and idle CPU; api: kubelet API /pods,
 # /stats/summary and kubectl exec with BENCH_API_PODS pods; volumes: pods with configMap +
-# secret + token volumes, create → Ready and RSS with BENCH_VOLUME_PODS pods.
-echo "== cluster mode: nodelet vs upstream's kubelet, scenarios: ${BENCH_SCENARIOS:-all} (of pods, api, volumes) =="
+# secret + token volumes, create → Ready and RSS with BENCH_VOLUME_PODS pods; requests: API
+# requests per pod lifecycle from the API server's audit log; density: BENCH_DENSITY_PODS
+# pods by one Deployment scale-up, CPU, RSS, idle CPU and heap profile with them up;
+# churn: BENCH_CHURN_RATE pods/s created and deleted with BENCH_CHURN_LIVE live, create →
+# Ready percentiles. At the defaults these three add roughly half an hour (churn: 5 min a
+# kubelet plus set-up).
+echo "== cluster mode: nodelet vs upstream's kubelet, scenarios: ${BENCH_SCENARIOS:-all} (of pods, api, volumes, requests, density, churn) =="
 exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
 	-kubectl "${KUBECTL:-/var/cache/nodelet/k8s-v1.37.2/bin/kubectl}" \
@@ -29,4 +38,8 @@ exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-api-pods "${BENCH_API_PODS:-100}" -api-clients "${BENCH_API_CLIENTS:-4}" -api-rounds "${BENCH_API_ROUNDS:-2}" \
 	-api-window "${BENCH_API_WINDOW:-10s}" -exec-runs "${BENCH_EXEC_RUNS:-11}" \
 	-scenarios "${BENCH_SCENARIOS:-all}" -volume-rounds "${BENCH_VOLUME_ROUNDS:-7}" \
-	-volume-pods "${BENCH_VOLUME_PODS:-100}" -volume-window "${BENCH_VOLUME_WINDOW:-15s}"
+	-volume-pods "${BENCH_VOLUME_PODS:-100}" -volume-window "${BENCH_VOLUME_WINDOW:-15s}" \
+	-requests-pods "${BENCH_REQUESTS_PODS:-20}" -requests-window "${BENCH_REQUESTS_WINDOW:-60s}" \
+	-density-pods "${BENCH_DENSITY_PODS:-110}" -density-rounds "${BENCH_DENSITY_ROUNDS:-1}" \
+	-churn-live "${BENCH_CHURN_LIVE:-100}" -churn-rate "${BENCH_CHURN_RATE:-2}" \
+	-churn-duration "${BENCH_CHURN_DURATION:-5m}"

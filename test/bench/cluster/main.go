@@ -13,9 +13,24 @@
 //     through the API server, median and p90 of -exec-runs (see api.go);
 //  5. volumes: a pod with a configMap, a secret and the default projected service-account
 //     token, API create → Ready, median of -volume-rounds; and each kubelet's RSS with
-//     -volume-pods such pods (see volumes.go).
+//     -volume-pods such pods (see volumes.go);
+//  6. requests: the API requests a kubelet makes per pod lifecycle (create → Ready →
+//     delete → gone, -requests-pods pods at once), counted in the API server's audit log,
+//     less its background over an idle window of the same length, itemised by verb and
+//     resource, and that background per minute (see audit.go);
+//  7. density: -density-pods pods (110, a full node) by one Deployment scale-up → all
+//     Ready, the kubelet's CPU-seconds over it, then with the pods up its RSS (anonymous
+//     and file-backed), idle CPU over -idle and heap profile top 10, and scale to 0 → all
+//     gone, -density-rounds rounds; with the containerd floor for as many pods and each
+//     kubelet's overhead above it (see density.go);
+//  8. churn: -churn-live pods live while -churn-rate pods a second are created and as many
+//     of the oldest deleted for -churn-duration: create → Ready p50/p90/p99/max, pods
+//     never Ready ranked as infinitely slow and counted, and the CPU over the window (see
+//     churn.go).
 //
-// -scenarios picks which run: pods (1-3), api (4), volumes (5); all by default.
+// -scenarios picks which run: pods (1-3), api (4), volumes (5), requests (6), density
+// (7), churn (8); all by default. Density, requests and churn measure one kubelet at a
+// time, the other idle without pods.
 //
 // For context it also prints the containerd floor (the same pods started by direct CRI
 // calls, which no kubelet can beat), each kubelet's share above it, the CPU each kubelet
@@ -70,19 +85,29 @@ type options struct {
 	settle, idleSettle, idle, apiWindow                          time.Duration
 	volumeRounds, volumePods                                     int
 	volumeWindow                                                 time.Duration
-	server, keepLogs                                             bool
+	densityPods, densityRounds, requestsPods, churnLive          int
+	requestsWindow, churnDuration                                time.Duration
+	churnRate                                                    float64
+	// auditLog is the control plane's audit log (empty: logs/audit.log next to the
+	// admin kubeconfig).
+	auditLog         string
+	server, keepLogs bool
 	// scenarios are the parts of the bench that run (scenarioPods, ...).
 	scenarios map[string]bool
 }
 
 // The scenarios -scenarios selects from, in the order they run.
 const (
-	scenarioPods    = "pods"
-	scenarioAPI     = "api"
-	scenarioVolumes = "volumes"
+	scenarioPods     = "pods"
+	scenarioAPI      = "api"
+	scenarioVolumes  = "volumes"
+	scenarioRequests = "requests"
+	scenarioDensity  = "density"
+	scenarioChurn    = "churn"
 )
 
-var allScenarios = []string{scenarioPods, scenarioAPI, scenarioVolumes}
+// The requests scenario runs first of the new ones, on the quietest node.
+var allScenarios = []string{scenarioPods, scenarioAPI, scenarioVolumes, scenarioRequests, scenarioDensity, scenarioChurn}
 
 func (o options) runs(scenario string) bool { return o.scenarios[scenario] }
 
@@ -146,6 +171,14 @@ func main() {
 	flag.IntVar(&o.volumeRounds, "volume-rounds", 7, "volumes scenario: single-pod rounds per kubelet")
 	flag.IntVar(&o.volumePods, "volume-pods", 100, "volumes scenario: pods on each node for the RSS figure")
 	flag.DurationVar(&o.volumeWindow, "volume-window", 15*time.Second, "volumes scenario: window over which RSS is sampled (every 5 s) with -volume-pods pods")
+	flag.IntVar(&o.densityPods, "density-pods", maxPods, "density scenario: pods of the Deployment scale-up (at most maxPods, 110)")
+	flag.IntVar(&o.densityRounds, "density-rounds", 1, "density scenario: rounds per kubelet (alternating which goes first)")
+	flag.IntVar(&o.requestsPods, "requests-pods", 20, "requests scenario: pods of the lifecycle whose API requests are counted")
+	flag.DurationVar(&o.requestsWindow, "requests-window", time.Minute, "requests scenario: length of the idle window and of the lifecycle window (longer if the lifecycle outruns it)")
+	flag.StringVar(&o.auditLog, "audit-log", "", "requests scenario: the API server's audit log (default: logs/audit.log next to the admin kubeconfig)")
+	flag.IntVar(&o.churnLive, "churn-live", 100, "churn scenario: pods live on the node (terminating ones count towards maxPods too)")
+	flag.Float64Var(&o.churnRate, "churn-rate", 2, "churn scenario: pods created, and as many deleted, per second")
+	flag.DurationVar(&o.churnDuration, "churn-duration", 5*time.Minute, "churn scenario: length of the churn window")
 	flag.BoolVar(&o.server, "server", true, "enableServer for both: each serves its kubelet API on a free port (needed for the API figures)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the kubelets' logs and configs (always kept after a failure)")
 	flag.Parse()
@@ -184,6 +217,20 @@ type bench struct {
 
 func (b *bench) kubelets() []*kubelet { return []*kubelet{b.nodelet, b.upstream} }
 
+// checkNewScenarios checks the flags of the density, requests and churn scenarios.
+func (o options) checkNewScenarios() error {
+	if o.runs(scenarioDensity) && (o.densityPods < 1 || o.densityPods > maxPods || o.densityRounds < 1) {
+		return fmt.Errorf("-density-pods must be 1 to %d (maxPods), -density-rounds at least 1", maxPods)
+	}
+	if o.runs(scenarioRequests) && (o.requestsPods < 1 || o.requestsPods > maxPods || o.requestsWindow <= 0) {
+		return fmt.Errorf("-requests-pods must be 1 to %d (maxPods), -requests-window above 0", maxPods)
+	}
+	if o.runs(scenarioChurn) && (o.churnLive < 1 || o.churnLive >= maxPods || o.churnRate <= 0 || o.churnDuration <= 0) {
+		return fmt.Errorf("-churn-live must be 1 to %d (terminating pods need room under maxPods), -churn-rate and -churn-duration above 0", maxPods-1)
+	}
+	return nil
+}
+
 func run(ctx context.Context, o options) (err error) {
 	if o.apiPods == 0 {
 		delete(o.scenarios, scenarioAPI)
@@ -196,6 +243,9 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if o.runs(scenarioVolumes) && (o.volumeRounds < 1 || o.volumePods < 1 || o.volumeWindow <= 0) {
 		return errors.New("-volume-rounds, -volume-pods and -volume-window must be above 0")
+	}
+	if err := o.checkNewScenarios(); err != nil {
+		return err
 	}
 	if o.runs(scenarioAPI) && (!o.server || o.apiClients < 1 || o.apiRounds < 1 || o.execRuns < 1 || o.apiWindow <= 0) {
 		return errors.New("the API figures (-api-pods > 0) need -server, and -api-clients, -api-rounds, -exec-runs and -api-window above 0")

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +33,9 @@ type results struct {
 	cycleCPU map[string][][2]time.Duration
 	api      apiResults
 	volumes  volumeResults
+	requests requestsResults
+	density  densityResults
+	churn    churnResults
 	// loadBefore and loadAfter are the machine's load averages (/proc/loadavg) at the
 	// start and the end of the measurements.
 	loadBefore, loadAfter string
@@ -41,7 +46,8 @@ func newResults() results {
 		create1: map[string][]time.Duration{}, delete1: map[string][]time.Duration{},
 		createN: map[string][]time.Duration{}, deleteN: map[string][]time.Duration{},
 		rssMiB: map[string]float64{}, rssSplit: map[string][2]float64{}, cpu: map[string]time.Duration{}, children: map[string]time.Duration{},
-		cycleCPU: map[string][][2]time.Duration{}, api: newAPIResults(), volumes: newVolumeResults()}
+		cycleCPU: map[string][][2]time.Duration{}, api: newAPIResults(), volumes: newVolumeResults(),
+		requests: newRequestsResults(), density: newDensityResults(), churn: newChurnResults()}
 }
 
 func (b *bench) measure(ctx context.Context) error {
@@ -52,7 +58,7 @@ func (b *bench) measure(ctx context.Context) error {
 	b.rawRuntime = rs
 	b.results.loadBefore = loadAverage()
 	var steps []func(context.Context) error
-	if b.o.runs(scenarioPods) || b.o.runs(scenarioAPI) {
+	if slices.ContainsFunc(b.o.scenarioList(), func(s string) bool { return s != scenarioVolumes }) {
 		steps = append(steps, b.warmUp)
 	}
 	if b.o.runs(scenarioPods) {
@@ -63,6 +69,15 @@ func (b *bench) measure(ctx context.Context) error {
 	}
 	if b.o.runs(scenarioVolumes) {
 		steps = append(steps, b.volumes)
+	}
+	if b.o.runs(scenarioRequests) {
+		steps = append(steps, b.requests)
+	}
+	if b.o.runs(scenarioDensity) {
+		steps = append(steps, b.density)
+	}
+	if b.o.runs(scenarioChurn) {
+		steps = append(steps, b.churn)
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -260,7 +275,7 @@ func (b *bench) idle(ctx context.Context) error {
 	if err := b.sleep(ctx, b.o.idleSettle); err != nil {
 		return err
 	}
-	samples, err := b.sampleUsage(ctx, b.o.idle)
+	samples, err := b.sampleUsage(ctx, b.o.idle, b.kubelets()...)
 	if err != nil {
 		return err
 	}
@@ -279,11 +294,11 @@ func (b *bench) idle(ctx context.Context) error {
 	return nil
 }
 
-// sampleUsage samples both kubelets every 5 s over window, from its start to its end.
-func (b *bench) sampleUsage(ctx context.Context, window time.Duration) (map[string][]usage, error) {
+// sampleUsage samples the kubelets every 5 s over window, from its start to its end.
+func (b *bench) sampleUsage(ctx context.Context, window time.Duration, kubelets ...*kubelet) (map[string][]usage, error) {
 	samples := map[string][]usage{}
 	for end := time.Now().Add(window); ; {
-		for _, k := range b.kubelets() {
+		for _, k := range kubelets {
 			u, err := k.usage()
 			if err != nil {
 				return nil, err
@@ -328,6 +343,15 @@ func (b *bench) rows() []row {
 	if b.o.runs(scenarioVolumes) {
 		rows = append(rows, b.volumeRows()...)
 	}
+	if b.o.runs(scenarioRequests) {
+		rows = append(rows, b.requestsRows()...)
+	}
+	if b.o.runs(scenarioDensity) {
+		rows = append(rows, b.densityRows()...)
+	}
+	if b.o.runs(scenarioChurn) {
+		rows = append(rows, b.churnRows()...)
+	}
 	return rows
 }
 
@@ -353,15 +377,7 @@ func (b *bench) print(out *os.File) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "what\tnodelet\tupstream\tratio\taim\t")
 	for _, r := range b.rows() {
-		aim := "-"
-		if r.aim > 0 {
-			verdict := "met"
-			if r.n/r.u > r.aim {
-				verdict = "MISSED"
-			}
-			aim = fmt.Sprintf("≤ %.2f %s", r.aim, verdict)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.2f\t%s\t\n", r.what, r.format(r.n), r.format(r.u), r.n/r.u, aim)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", r.what, r.format(r.n), r.format(r.u), r.ratio(), r.aimCell())
 	}
 	w.Flush()
 	if b.o.runs(scenarioPods) {
@@ -375,6 +391,15 @@ func (b *bench) print(out *os.File) {
 	}
 	if b.o.runs(scenarioVolumes) {
 		b.printVolumeContext(out)
+	}
+	if b.o.runs(scenarioRequests) {
+		b.printRequestsContext(out)
+	}
+	if b.o.runs(scenarioDensity) {
+		b.printDensityContext(out)
+	}
+	if b.o.runs(scenarioChurn) {
+		b.printChurnContext(out)
 	}
 }
 
@@ -423,7 +448,31 @@ func (b *bench) printFloor(out *os.File) {
 	share(fmt.Sprintf("create → Ready, %d pods", b.o.pods), r.createN, floorN)
 }
 
+// ratio is nodelet's figure over upstream's; "-" when it means nothing (both infinite:
+// in churn, both kubelets left more pods unready than the percentile allows).
+func (r row) ratio() string {
+	if q := r.n / r.u; !math.IsNaN(q) {
+		return fmt.Sprintf("%.2f", q)
+	}
+	return "-"
+}
+
+// aimCell is the aim for the ratio and whether the run met it.
+func (r row) aimCell() string {
+	q := r.n / r.u
+	switch {
+	case r.aim <= 0:
+		return "-"
+	case math.IsNaN(q):
+		return fmt.Sprintf("≤ %.2f n/a", r.aim)
+	}
+	return fmt.Sprintf("≤ %.2f %s", r.aim, verdict(q, r.aim))
+}
+
 func (r row) format(v float64) string {
+	if math.IsInf(v, 1) {
+		return "∞ (not Ready)"
+	}
 	if r.duration {
 		return fmt.Sprintf("%.2f s", v)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -49,21 +50,25 @@ func benchPod(runID, namespace, name, node string) *v1.Pod {
 }
 
 // tracker watches the run's pods (one informer on the bench label) and records when each
-// was first seen Ready=True and when it was seen deleted. The times are taken in the event
-// handlers, so how often a waiter looks at them does not change them.
+// was first seen, first seen Ready=True and seen deleted. The times are taken in the
+// event handlers, so how often a waiter looks at them does not change them.
 type tracker struct {
 	mu    sync.Mutex
-	ready map[string]time.Time // namespace/name
+	added map[string]time.Time // namespace/name
+	ready map[string]time.Time
 	gone  map[string]time.Time
+	// store is the informer's: the pods not yet deleted, for the pods a controller names.
+	store cache.Store
 }
 
 func startTracker(ctx context.Context, client kubernetes.Interface, runID string) (*tracker, error) {
-	t := &tracker{ready: map[string]time.Time{}, gone: map[string]time.Time{}}
+	t := &tracker{added: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(
 		func(o *metav1.ListOptions) { o.LabelSelector = benchLabel + "=" + runID }))
 	inf := factory.Core().V1().Pods().Informer()
+	t.store = inf.GetStore()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.seen(obj) },
+		AddFunc:    t.add,
 		UpdateFunc: func(_, obj any) { t.seen(obj) },
 		DeleteFunc: t.deleted,
 	}); err != nil {
@@ -74,6 +79,19 @@ func startTracker(ctx context.Context, client kubernetes.Interface, runID string
 		return nil, errors.New("pod watch did not sync")
 	}
 	return t, nil
+}
+
+func (t *tracker) add(obj any) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		now := time.Now()
+		key := pod.Namespace + "/" + pod.Name
+		t.mu.Lock()
+		if _, done := t.added[key]; !done {
+			t.added[key] = now
+		}
+		t.mu.Unlock()
+	}
+	t.seen(obj)
 }
 
 func (t *tracker) seen(obj any) {
@@ -153,8 +171,29 @@ func (t *tracker) latest(which func(*tracker) map[string]time.Time, keys []strin
 	return last, missing
 }
 
+func addedTimes(t *tracker) map[string]time.Time { return t.added }
 func readyTimes(t *tracker) map[string]time.Time { return t.ready }
 func goneTimes(t *tracker) map[string]time.Time  { return t.gone }
+
+// readyAt is when the pod of key was first seen Ready, if it was.
+func (t *tracker) readyAt(key string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.ready[key]
+	return at, ok
+}
+
+// keysWith are the keys of the tracked pods not yet deleted whose label has value, sorted.
+func (t *tracker) keysWith(label, value string) []string {
+	var keys []string
+	for _, obj := range t.store.List() {
+		if pod, ok := obj.(*v1.Pod); ok && pod.Labels[label] == value {
+			keys = append(keys, pod.Namespace+"/"+pod.Name)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 // forEach runs f for every name at once and returns their errors joined.
 func forEach(names []string, f func(name string) error) error {

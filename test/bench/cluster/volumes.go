@@ -196,7 +196,7 @@ func (b *bench) volumeRSS(ctx context.Context) error {
 		return err
 	}
 	r.load = loadAverage()
-	samples, err := b.sampleUsage(ctx, b.o.volumeWindow)
+	samples, err := b.sampleUsage(ctx, b.o.volumeWindow, b.kubelets()...)
 	if err != nil {
 		return err
 	}

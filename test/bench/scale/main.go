@@ -10,7 +10,8 @@
 //   - the CPU the control plane (etcd, kube-apiserver, kube-controller-manager,
 //     kube-scheduler) used, and the kubelets' own.
 //
-// A first window with no bench node running gives the control plane's own idle CPU.
+// Before each set, half a window with no bench node running gives the control plane's
+// own idle CPU, which the figures are taken above.
 // Each set is taken down (nodes, rigs, cgroups; upstream's sysctls and KUBE-* chains
 // restored) before the next starts.
 //
@@ -57,10 +58,12 @@ type agent struct {
 
 // measurement is one set's idle window.
 type measurement struct {
-	nodes                int
-	requests             audit.Counts
-	users                []string
-	cpCPU, kubeletCPU    float64 // seconds over the window
+	nodes int
+	// requests are all the set's nodes' requests in the window.
+	requests          audit.Counts
+	cpCPU, kubeletCPU float64 // seconds over the window
+	// cpIdle is the control plane's CPU share with no bench node, measured just before.
+	cpIdle               float64
 	window               time.Duration
 	readyIn              time.Duration
 	podsPerNode, running int
@@ -75,7 +78,9 @@ func main() {
 	flag.StringVar(&o.lock, "lock", "", "flock this file while the nodes use the shared control plane")
 	flag.StringVar(&o.cpDir, "cp-dir", "/var/lib/nodelet-cp", "the control plane's state dir (PIDs, audit log)")
 	flag.IntVar(&o.pods, "pods", 20, "pods per node")
-	flag.DurationVar(&o.settle, "settle", 20*time.Second, "pause between the pods being Ready and the window")
+	// Past a pod's first periodic sync (1 min), whose status patch adds the resources read
+	// back from its cgroup, once: both kubelets do it; it is not idle traffic.
+	flag.DurationVar(&o.settle, "settle", 75*time.Second, "pause between the pods being Ready and the window")
 	flag.DurationVar(&o.window, "window", time.Minute, "idle window")
 	flag.Parse()
 	for _, f := range strings.Split(*nodes, ",") {
@@ -116,11 +121,6 @@ func run(ctx context.Context, o options) error {
 		// Upstream refuses cgroup v1 unless told; nodelet reads the same field and ignores it.
 		{name: "upstream", bin: o.upstreamBin, prefix: "scale-upstream", subnet: "10.113", port: 14000, config: "failCgroupV1: false"},
 	}
-	idle, err := o.controlPlaneIdle(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("control plane alone, idle: %.1f%% of a CPU\n\n", 100*idle)
 	results := map[string][]measurement{}
 	for i, n := range o.nodes {
 		order := agents
@@ -133,30 +133,35 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("%s, %d nodes: %w", a.name, n, err)
 			}
 			results[a.name] = append(results[a.name], m)
-			fmt.Fprintf(os.Stderr, "scale: %s × %d: %.0f requests/min, control plane %.1f%% CPU\n",
-				a.name, n, perMinute(m.total(), m.window), 100*m.cpCPU/m.window.Seconds())
+			fmt.Fprintf(os.Stderr, "scale: %s × %d: %.0f requests/min, control plane %.1f%% CPU (%.1f%% idle before)\n",
+				a.name, n, perMinute(m.requests.Total(), m.window), 100*m.cpCPU/m.window.Seconds(), 100*m.cpIdle)
 		}
 	}
-	printResults(o, idle, results["nodelet"], results["upstream"])
+	printResults(o, results["nodelet"], results["upstream"])
 	return nil
 }
 
-// controlPlaneIdle is the control plane's CPU share over one window with no bench node.
-func (o options) controlPlaneIdle(ctx context.Context) (float64, error) {
+// controlPlaneIdle is the control plane's CPU share over d with no bench node.
+func (o options) controlPlaneIdle(ctx context.Context, d time.Duration) (float64, error) {
 	before, err := o.controlPlaneCPU()
 	if err != nil {
 		return 0, err
 	}
-	if err := sleep(ctx, o.window); err != nil {
+	if err := sleep(ctx, d); err != nil {
 		return 0, err
 	}
 	after, err := o.controlPlaneCPU()
-	return (after - before) / o.window.Seconds(), err
+	return (after - before) / d.Seconds(), err
 }
 
 // measureSet starts n nodes of agent a, gives each o.pods pods, and measures an idle window.
 func (o options) measureSet(ctx context.Context, client kubernetes.Interface, a agent, n int) (m measurement, err error) {
 	m.nodes, m.podsPerNode, m.window = n, o.pods, o.window
+	// The control plane's own load drifts (its controllers' periodic work, what other
+	// tests left): its idle share is taken again before each set.
+	if m.cpIdle, err = o.controlPlaneIdle(ctx, o.window/2); err != nil {
+		return m, err
+	}
 	if a.name == "upstream" {
 		state, err := host.RecordUpstreamKubeletState()
 		if err != nil {
@@ -200,10 +205,12 @@ func (o options) measureWindow(ctx context.Context, a agent, names []string, m *
 	if err != nil {
 		return err
 	}
-	w, err := audit.Mark(filepath.Join(o.cpDir, "logs", "audit.log"))
+	tail, err := audit.OpenTail(filepath.Join(o.cpDir, "logs", "audit.log"))
 	if err != nil {
 		return err
 	}
+	defer tail.Close()
+	start := time.Now()
 	cp0, err := o.controlPlaneCPU()
 	if err != nil {
 		return err
@@ -216,34 +223,24 @@ func (o options) measureWindow(ctx context.Context, a agent, names []string, m *
 	if err != nil {
 		return err
 	}
+	end := time.Now()
 	m.kubeletCPU = host.CPUSecondsOf(pids) - k0
 	m.cpCPU = cp1 - cp0
-	if m.requests, err = w.Count(); err != nil {
+	// The API server logs a request once it has answered it.
+	if err := sleep(ctx, 2*time.Second); err != nil {
 		return err
 	}
+	events, err := tail.Read()
+	if err != nil {
+		return err
+	}
+	m.requests = audit.Counts{}
 	for _, n := range names {
-		m.users = append(m.users, "system:node:"+n)
-	}
-	return nil
-}
-
-func (m measurement) total() int {
-	n := 0
-	for _, u := range m.users {
-		n += m.requests.Total(u)
-	}
-	return n
-}
-
-// byKind sums the nodes' requests per kind.
-func (m measurement) byKind() map[string]int {
-	out := map[string]int{}
-	for _, u := range m.users {
-		for k, v := range m.requests[u] {
-			out[k] += v
+		for k, v := range audit.Tally(events, "system:node:"+n, start, end) {
+			m.requests[k] += v
 		}
 	}
-	return out
+	return nil
 }
 
 func perMinute(n int, d time.Duration) float64 { return float64(n) / d.Minutes() }

@@ -1,178 +1,160 @@
 // Package audit counts kubelets' API requests from the control plane's audit log
-// (hack/controlplane.sh writes the requests of group system:nodes, Metadata level, as JSON
-// lines to $NODELET_CP_DIR/logs/audit.log): the benchmarks' figure of how much of the API
-// server's load each kubelet makes.
+// (hack/controlplane.sh writes the requests of group system:nodes, Metadata level, one
+// JSON audit.k8s.io/v1 Event a line, stage RequestReceived omitted, to
+// $NODELET_CP_DIR/logs/audit.log): the benchmarks' figure of how much of the API server's
+// load each kubelet makes.
 package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
-	"syscall"
+	"time"
 )
-
-// DefaultLog is the audit log of the project's control plane in its default state dir.
-const DefaultLog = "/var/lib/nodelet-cp/logs/audit.log"
-
-// LogPath is the audit log of the control plane whose state dir is NODELET_CP_DIR.
-func LogPath() string {
-	if d := os.Getenv("NODELET_CP_DIR"); d != "" {
-		return filepath.Join(d, "logs", "audit.log")
-	}
-	return DefaultLog
-}
 
 // Event is what the counts need of an audit.k8s.io/v1 Event.
 type Event struct {
-	AuditID string `json:"auditID"`
-	Verb    string `json:"verb"`
-	User    struct {
+	AuditID    string `json:"auditID"`
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 	} `json:"objectRef"`
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
 }
 
-// Kind is a request's verb and resource[/subresource], e.g. "patch pods/status"; a
-// request for no resource (a discovery GET) is its verb alone.
+// Kind is what a request is counted as: verb and resource[/subresource] ("patch
+// pods/status"), or verb and path for a request that is not about a resource (discovery,
+// /version).
 func (e Event) Kind() string {
 	if e.ObjectRef == nil || e.ObjectRef.Resource == "" {
-		return e.Verb
+		path, _, _ := strings.Cut(e.RequestURI, "?")
+		return e.Verb + " " + path
 	}
-	r := e.ObjectRef.Resource
 	if e.ObjectRef.Subresource != "" {
-		r += "/" + e.ObjectRef.Subresource
+		return e.Verb + " " + e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
 	}
-	return e.Verb + " " + r
+	return e.Verb + " " + e.ObjectRef.Resource
 }
 
-// Counts are requests per user, itemised by Kind.
-type Counts map[string]map[string]int
+// Parse reads audit log lines; every line must be a whole event.
+func Parse(r io.Reader) ([]Event, error) {
+	var events []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return nil, fmt.Errorf("audit log line %.200q: %w", line, err)
+		}
+		events = append(events, e)
+	}
+	return events, sc.Err()
+}
 
-// Total is all of user's requests.
-func (c Counts) Total(user string) int {
+// Counts are requests by Kind.
+type Counts map[string]int
+
+// Total is all the requests counted.
+func (c Counts) Total() int {
 	n := 0
-	for _, v := range c[user] {
+	for _, v := range c {
 		n += v
 	}
 	return n
 }
 
-// Kinds is every Kind any of users made, sorted.
-func (c Counts) Kinds(users ...string) []string {
-	set := map[string]bool{}
-	for _, u := range users {
-		for k := range c[u] {
-			set[k] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Count reads audit events (JSON lines) and counts each request once (a watch has two
-// events, ResponseStarted and ResponseComplete, under one auditID), per user. A line that
-// is not an event (a torn last line while the API server writes) is skipped.
-func Count(r io.Reader) (Counts, error) {
+// Tally counts user's requests received in [from, to), each once (a watch logs
+// ResponseStarted and ResponseComplete under one auditID).
+func Tally(events []Event, user string, from, to time.Time) Counts {
 	seen := map[string]bool{}
-	c := Counts{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		var e Event
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.AuditID == "" || seen[e.AuditID] {
+	counts := Counts{}
+	for _, e := range events {
+		at := e.RequestReceivedTimestamp
+		if e.User.Username != user || at.Before(from) || !at.Before(to) || seen[e.AuditID] {
 			continue
 		}
 		seen[e.AuditID] = true
-		u := e.User.Username
-		if c[u] == nil {
-			c[u] = map[string]int{}
-		}
-		c[u][e.Kind()]++
+		counts[e.Kind()]++
 	}
-	return c, sc.Err()
+	return counts
 }
 
-// Window is a place in the audit log: what is written after it is what a measurement
-// counts. It survives one rotation (the API server renames audit.log to
-// audit-<time>.log and starts a new one): the rest of the renamed file is read first.
-type Window struct {
-	path   string
-	offset int64
-	inode  uint64
+// Tail reads what the audit log gets from the moment it is opened on. It keeps the file
+// open, so a rotation (the API server renames the log and starts a new one) loses
+// nothing: the rest of the renamed file is read through the descriptor, then the new one.
+type Tail struct {
+	path string
+	f    *os.File
 }
 
-// Mark notes the end of the log at path now.
-func Mark(path string) (*Window, error) {
-	st, err := os.Stat(path)
-	if os.IsNotExist(err) {
-		return &Window{path: path}, nil
+// OpenTail opens the log at path at its end.
+func OpenTail(path string) (*Tail, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w (is the control plane's audit log on? hack/controlplane.sh up restarts it with it)", err)
 	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Tail{path: path, f: f}, nil
+}
+
+// Close closes the log.
+func (t *Tail) Close() { t.f.Close() }
+
+// Read returns the events logged since OpenTail or the last Read. A last line without
+// its newline is still being written: it is left for the next Read.
+func (t *Tail) Read() ([]Event, error) {
+	events, err := t.readWhole()
 	if err != nil {
 		return nil, err
 	}
-	return &Window{path: path, offset: st.Size(), inode: inode(st)}, nil
-}
-
-// Count counts the requests written since Mark.
-func (w *Window) Count() (Counts, error) {
-	var readers []io.Reader
-	st, err := os.Stat(w.path)
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w (is the control plane up with hack/controlplane.sh?)", err)
-	}
-	start := w.offset
-	if w.inode != 0 && inode(st) != w.inode {
-		if old := w.rotated(); old != "" {
-			f, err := os.Open(old)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			if _, err := f.Seek(w.offset, io.SeekStart); err != nil {
-				return nil, err
-			}
-			readers = append(readers, f)
-		}
-		start = 0
-	}
-	f, err := os.Open(w.path)
+	opened, err := t.f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
+	now, err := os.Stat(t.path)
+	if err != nil || os.SameFile(opened, now) {
+		return events, err
+	}
+	// Rotated since: what the renamed file got is read; the new log from its start on.
+	f, err := os.Open(t.path)
+	if err != nil {
 		return nil, err
 	}
-	return Count(io.MultiReader(append(readers, f)...))
+	t.f.Close()
+	t.f = f
+	more, err := t.readWhole()
+	return append(events, more...), err
 }
 
-// rotated finds the backup the marked file was renamed to.
-func (w *Window) rotated() string {
-	base := strings.TrimSuffix(filepath.Base(w.path), ".log")
-	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(w.path), base+"-*.log"))
-	for _, m := range matches {
-		if st, err := os.Stat(m); err == nil && inode(st) == w.inode {
-			return m
+// readWhole parses the whole lines from the descriptor's offset on and leaves it at the
+// start of a torn last line.
+func (t *Tail) readWhole() ([]Event, error) {
+	data, err := io.ReadAll(t.f)
+	if err != nil {
+		return nil, err
+	}
+	whole := bytes.LastIndexByte(data, '\n') + 1
+	if torn := len(data) - whole; torn > 0 {
+		if _, err := t.f.Seek(int64(-torn), io.SeekCurrent); err != nil {
+			return nil, err
 		}
 	}
-	return ""
-}
-
-func inode(st os.FileInfo) uint64 {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Ino
-	}
-	return 0
+	return Parse(bytes.NewReader(data[:whole]))
 }

@@ -6,81 +6,100 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
-	getNode   = `{"kind":"Event","auditID":"a1","stage":"ResponseComplete","verb":"get","user":{"username":"system:node:n1"},"objectRef":{"resource":"nodes","name":"n1"}}`
-	watchPods = `{"kind":"Event","auditID":"a2","stage":"ResponseStarted","verb":"watch","user":{"username":"system:node:n1"},"objectRef":{"resource":"pods"}}`
-	watchDone = `{"kind":"Event","auditID":"a2","stage":"ResponseComplete","verb":"watch","user":{"username":"system:node:n1"},"objectRef":{"resource":"pods"}}`
-	patchSt   = `{"kind":"Event","auditID":"a3","stage":"ResponseComplete","verb":"patch","user":{"username":"system:node:n2"},"objectRef":{"resource":"pods","subresource":"status"}}`
-	discovery = `{"kind":"Event","auditID":"a4","stage":"ResponseComplete","verb":"get","user":{"username":"system:node:n2"}}`
+	getNode   = `{"kind":"Event","auditID":"a1","stage":"ResponseComplete","verb":"get","user":{"username":"system:node:n1"},"objectRef":{"resource":"nodes","name":"n1"},"requestReceivedTimestamp":"2026-11-28T16:00:01.000000Z"}`
+	watchPods = `{"kind":"Event","auditID":"a2","stage":"ResponseStarted","verb":"watch","user":{"username":"system:node:n1"},"objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-28T16:00:02.000000Z"}`
+	watchDone = `{"kind":"Event","auditID":"a2","stage":"ResponseComplete","verb":"watch","user":{"username":"system:node:n1"},"objectRef":{"resource":"pods"},"requestReceivedTimestamp":"2026-11-28T16:00:02.000000Z"}`
+	patchSt   = `{"kind":"Event","auditID":"a3","stage":"ResponseComplete","verb":"patch","user":{"username":"system:node:n2"},"objectRef":{"resource":"pods","subresource":"status"},"requestReceivedTimestamp":"2026-11-28T16:00:03.000000Z"}`
+	discovery = `{"kind":"Event","auditID":"a4","stage":"ResponseComplete","verb":"get","requestURI":"/api?timeout=32s","user":{"username":"system:node:n1"},"requestReceivedTimestamp":"2026-11-28T16:00:04.000000Z"}`
 )
 
-func TestCountItemisesOncePerRequest(t *testing.T) {
-	in := strings.Join([]string{getNode, watchPods, watchDone, patchSt, discovery, `{"torn`}, "\n")
-	c, err := Count(strings.NewReader(in))
+func at(sec int) time.Time { return time.Date(2026, 11, 28, 16, 0, sec, 0, time.UTC) }
+
+func TestTallyCountsEachRequestOnceInItsWindow(t *testing.T) {
+	events, err := Parse(strings.NewReader(strings.Join([]string{getNode, watchPods, watchDone, patchSt, discovery}, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Counts{
-		"system:node:n1": {"get nodes": 1, "watch pods": 1},
-		"system:node:n2": {"patch pods/status": 1, "get": 1},
+	got := Tally(events, "system:node:n1", at(0), at(10))
+	want := Counts{"get nodes": 1, "watch pods": 1, "get /api": 1}
+	if !reflect.DeepEqual(got, want) || got.Total() != 3 {
+		t.Fatalf("n1: %v, want %v", got, want)
 	}
-	if !reflect.DeepEqual(c, want) {
-		t.Fatalf("counts %v, want %v", c, want)
+	if got := Tally(events, "system:node:n1", at(2), at(4)); !reflect.DeepEqual(got, Counts{"watch pods": 1}) {
+		t.Errorf("n1 in [2s, 4s): %v", got)
 	}
-	if c.Total("system:node:n1") != 2 || c.Total("nobody") != 0 {
-		t.Errorf("totals %d, %d", c.Total("system:node:n1"), c.Total("nobody"))
-	}
-	if k := c.Kinds("system:node:n1", "system:node:n2"); !reflect.DeepEqual(k, []string{"get", "get nodes", "patch pods/status", "watch pods"}) {
-		t.Errorf("kinds %v", k)
+	if got := Tally(events, "system:node:n2", at(0), at(10)); !reflect.DeepEqual(got, Counts{"patch pods/status": 1}) {
+		t.Errorf("n2: %v", got)
 	}
 }
 
-func TestWindowCountsOnlyWhatCameAfterTheMarkAcrossARotation(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.log")
-	write := func(p string, lines ...string) {
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
-			t.Fatal(err)
-		}
+func TestParseRefusesAGarbledLine(t *testing.T) {
+	if _, err := Parse(strings.NewReader(getNode + "\n{not json\n")); err == nil {
+		t.Fatal("no error for a line that is not an event")
 	}
-	write(path, getNode)
-	w, err := Mark(path)
+}
+
+func appendTo(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(path, watchPods)
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func kinds(events []Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.AuditID+" "+e.Kind())
+	}
+	return out
+}
+
+// The tail reads only what came after it was opened, keeps a torn last line for the next
+// read, and follows a rotation without losing the renamed file's rest.
+func TestTailAcrossATornLineAndARotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	appendTo(t, path, getNode+"\n")
+	tail, err := OpenTail(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tail.Close()
+	appendTo(t, path, watchPods+"\n"+watchDone[:40])
+	events, err := tail.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(events); !reflect.DeepEqual(got, []string{"a2 watch pods"}) {
+		t.Fatalf("first read %v", got)
+	}
+	appendTo(t, path, watchDone[40:]+"\n")
 	if err := os.Rename(path, filepath.Join(dir, "audit-2026-11-28T16-00-00.000.log")); err != nil {
 		t.Fatal(err)
 	}
-	write(path, watchDone, patchSt)
-	c, err := w.Count()
+	appendTo(t, path, patchSt+"\n")
+	events, err = tail.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Counts{"system:node:n1": {"watch pods": 1}, "system:node:n2": {"patch pods/status": 1}}
-	if !reflect.DeepEqual(c, want) {
-		t.Fatalf("counts %v, want %v", c, want)
+	if got := kinds(events); !reflect.DeepEqual(got, []string{"a2 watch pods", "a3 patch pods/status"}) {
+		t.Fatalf("read across the rotation %v", got)
 	}
-}
-
-func TestMarkBeforeTheLogExists(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	w, err := Mark(path)
+	appendTo(t, path, discovery+"\n")
+	events, err = tail.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(getNode+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := w.Count()
-	if err != nil || c.Total("system:node:n1") != 1 {
-		t.Fatalf("counts %v, %v", c, err)
+	if got := kinds(events); !reflect.DeepEqual(got, []string{"a4 get /api"}) {
+		t.Fatalf("read after the rotation %v", got)
 	}
 }
