@@ -19,7 +19,7 @@ build:
 test: lint test-unit test-e2e
 
 test-unit:
-	$(GO) test -count=1 ./pkg/... ./cmd/... ./hack/layers/
+	$(GO) test -count=1 ./pkg/... ./cmd/... ./hack/layers/ ./test/internal/... ./test/bench/...
 
 # The control plane's line is taken as a whole (not grepped), so a failed `up` stops here.
 test-e2e: build

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodelet/nodelet/pkg/runtime/cri"
+	"github.com/nodelet/nodelet/test/internal/testpods"
 )
 
 // nodeSet is N nodelet nodes started by hack/nodes.sh, each on a containerd of its own,
@@ -158,22 +159,10 @@ func TestClusterThreeNodes(t *testing.T) {
 	})
 }
 
-// multiNodePod is a pod that sleeps and exits at once on SIGTERM; pinned to node when one
+// multiNodePod is a pod that sleeps and exits at once on SIGTERM; bound to node when one
 // is given. It gets the API server's default 300 s tolerations of not-ready and unreachable.
 func multiNodePod(ns, name, node string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
-		Spec: v1.PodSpec{
-			NodeName:                      node,
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-			DNSPolicy:                     v1.DNSDefault,
-			Containers: []v1.Container{{
-				Name: "main", Image: "docker.io/library/busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"sh", "-c", `trap "exit 0" TERM; sleep 3600 & wait`},
-			}},
-		},
-	}
+	return testpods.Sleeper(ns, name, node, map[string]string{"app": name})
 }
 
 // createSpreadDeployment creates a Deployment of n replicas kept to the set's nodes, one

@@ -13,17 +13,17 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/internal/testpods"
 )
 
 const (
-	image = "docker.io/library/busybox:1.36"
+	image = testpods.Image
 	// benchLabel marks every pod of a run (value: the run's id); the watch selects on it.
 	benchLabel = "nodelet-bench"
-	// containerScript sleeps without using CPU and exits at once on SIGTERM (a shell as
-	// PID 1 would otherwise ignore it and wait out the grace period), so deletion measures
-	// the kubelet rather than the grace period.
-	containerScript = `trap "exit 0" TERM; sleep 3600 & wait`
+	// containerScript exits at once on SIGTERM, so deletion measures the kubelet rather
+	// than the grace period.
+	containerScript = testpods.SleepScript
 )
 
 // podKind makes one of a scenario's pods: name, in namespace, pinned to node.
@@ -34,19 +34,7 @@ type podKind func(runID, namespace, name, node string) *v1.Pod
 // volumes scenario measures volumes apart, see volumes.go), DNS from the node (no cluster
 // DNS on this control plane).
 func benchPod(runID, namespace, name, node string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{benchLabel: runID}},
-		Spec: v1.PodSpec{
-			NodeName:                      node,
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-			DNSPolicy:                     v1.DNSDefault,
-			Containers: []v1.Container{{
-				Name: "app", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"sh", "-c", containerScript},
-			}},
-		},
-	}
+	return testpods.Sleeper(namespace, name, node, map[string]string{benchLabel: runID})
 }
 
 // tracker watches the run's pods (one informer on the bench label) and records when each

@@ -41,6 +41,7 @@ import (
 
 	"github.com/nodelet/nodelet/test/internal/audit"
 	"github.com/nodelet/nodelet/test/internal/host"
+	"github.com/nodelet/nodelet/test/internal/testpods"
 )
 
 type options struct {
@@ -347,22 +348,10 @@ func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface,
 	return fmt.Errorf("namespace %s: no default service account within a minute", ns)
 }
 
-// idlePod sleeps without using CPU and exits at once on SIGTERM; no service account
-// token (the figure is about the kubelets' own traffic, not token renewals).
+// idlePod is a sleeping pod without a service account token (the figure is about the
+// kubelets' own traffic, not token renewals).
 func idlePod(node string, i int) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", node, i)},
-		Spec: v1.PodSpec{
-			NodeName:                      node,
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](5),
-			DNSPolicy:                     v1.DNSDefault,
-			Containers: []v1.Container{{
-				Name: "app", Image: "docker.io/library/busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent,
-				Command: []string{"sh", "-c", `trap "exit 0" TERM; sleep 3600 & wait`},
-			}},
-		},
-	}
+	return testpods.Sleeper("", fmt.Sprintf("%s-%d", node, i), node, nil)
 }
 
 // waitReady polls until want pods of ns are Ready and returns how many are.
