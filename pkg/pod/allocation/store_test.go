@@ -1,6 +1,7 @@
 package allocation
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func cpuRequest(q string) v1.ResourceRequirements {
@@ -88,5 +90,40 @@ func TestStoreGetReturnsCopies(t *testing.T) {
 	got.ContainerResources["a"].Requests[v1.ResourceCPU] = resource.MustParse("3")
 	if r, _ := s.Container("p", "a"); r.Requests.Cpu().MilliValue() != 1000 {
 		t.Fatal("changing a returned value changed the store")
+	}
+}
+
+// The checkpoint's data is assembled from each pod's entry encoded when it changed: it
+// must stay exactly what encoding/json makes of all the entries, which upstream reads.
+func TestCheckpointDataIsJSONOfAllEntries(t *testing.T) {
+	s, err := NewStore(t.TempDir(), AllocatedPodsStateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := s.encodeEntries(); data != "{}" {
+		t.Fatalf("empty store: %s", data)
+	}
+	cpu := func(m string) v1.ResourceRequirements {
+		return v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(m)}}
+	}
+	for _, uid := range []types.UID{"c-3", "a-1", "b-2"} {
+		if err := s.SetContainer(uid, "app", cpu("100m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetContainer("a-1", "side", cpu("50m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPodLevel("b-2", &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Remove("c-3")
+	want, err := json.Marshal(checkpointEntries{Entries: s.pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.encodeEntries()
+	if err != nil || got != string(want) {
+		t.Fatalf("data\n%s\nwant\n%s (%v)", got, want, err)
 	}
 }

@@ -105,6 +105,11 @@ type podStorage struct {
 
 	podLock sync.RWMutex
 	pods    map[string]map[types.UID]*v1.Pod
+	// folded is the resourceVersion of each API pod last folded into pods: the API
+	// source sends all the node's pods at every change, and a pod whose version is the
+	// same is the same object, not worth a copy and a deep comparison (with 110 pods
+	// starting, those comparisons were a seventh of nodelet's CPU).
+	folded map[types.UID]string
 
 	seenLock    sync.RWMutex
 	sourcesSeen sets.Set[string]
@@ -117,6 +122,7 @@ func newPodStorage(updates chan<- PodUpdate, recorder record.EventRecorder) *pod
 	return &podStorage{
 		updates:     updates,
 		pods:        make(map[string]map[types.UID]*v1.Pod),
+		folded:      make(map[types.UID]string),
 		sourcesSeen: sets.New[string](),
 		recorder:    recorder,
 		now:         time.Now,
@@ -193,6 +199,7 @@ func (s *podStorage) merge(source string, update PodUpdate) changes {
 		for _, p := range update.Pods {
 			if existing, ok := pods[p.UID]; ok {
 				delete(pods, p.UID)
+				delete(s.folded, p.UID)
 				ch.removes = append(ch.removes, existing)
 			}
 		}
@@ -204,6 +211,7 @@ func (s *podStorage) merge(source string, update PodUpdate) changes {
 		s.applyPods(source, update.Pods, old, pods, &ch)
 		for uid, existing := range old {
 			if _, kept := pods[uid]; !kept {
+				delete(s.folded, uid)
 				ch.removes = append(ch.removes, existing)
 			}
 		}
@@ -218,6 +226,13 @@ func (s *podStorage) merge(source string, update PodUpdate) changes {
 // comparing against old; old and into may be the same map.
 func (s *podStorage) applyPods(source string, incoming []*v1.Pod, old, into map[types.UID]*v1.Pod, ch *changes) {
 	for _, ref := range s.dropDuplicateNames(source, incoming) {
+		if existing, ok := old[ref.UID]; ok && ref.ResourceVersion != "" && s.folded[ref.UID] == ref.ResourceVersion {
+			into[ref.UID] = existing
+			continue
+		}
+		if ref.ResourceVersion != "" {
+			s.folded[ref.UID] = ref.ResourceVersion
+		}
 		ref = ref.DeepCopy()
 		if ref.Annotations == nil {
 			ref.Annotations = make(map[string]string)

@@ -295,3 +295,35 @@ func TestPodOperationNames(t *testing.T) {
 		t.Error("PodOperation names")
 	}
 }
+
+// The API source sends every pod of the node at each change: a pod whose resourceVersion
+// was folded in already is skipped without a comparison; a new version is compared and
+// folded as before, and a pod that left and came back is new again.
+func TestMergeSkipsAPIPodsOfAVersionAlreadyFolded(t *testing.T) {
+	s := newPodStorage(make(chan PodUpdate, 10), nil)
+	pod := func(rv, image string) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{UID: "u1", Name: "p", Namespace: "ns", ResourceVersion: rv},
+			Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: image}}},
+		}
+	}
+	set := func(pods ...*v1.Pod) changes {
+		return s.merge(kubetypes.APIServerSource, PodUpdate{Op: SET, Source: kubetypes.APIServerSource, Pods: pods})
+	}
+	if ch := set(pod("1", "a")); len(ch.adds) != 1 {
+		t.Fatalf("first set: %+v", ch)
+	}
+	// Same version: whatever it says, it is the object already folded in.
+	if ch := set(pod("1", "b")); len(ch.updates)+len(ch.reconciles)+len(ch.adds) != 0 {
+		t.Fatalf("same version: %+v", ch)
+	}
+	if ch := set(pod("2", "b")); len(ch.updates) != 1 || ch.updates[0].Spec.Containers[0].Image != "b" {
+		t.Fatalf("new version: %+v", ch)
+	}
+	if ch := set(); len(ch.removes) != 1 {
+		t.Fatalf("removed: %+v", ch)
+	}
+	if ch := set(pod("2", "c")); len(ch.adds) != 1 || ch.adds[0].Spec.Containers[0].Image != "c" {
+		t.Fatalf("back again: %+v", ch)
+	}
+}
