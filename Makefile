@@ -59,6 +59,7 @@ bench: build
 	@eval "$$(hack/runtime.sh up | grep '^CONTAINER_RUNTIME_ENDPOINT=')" && \
 	  export CONTAINER_RUNTIME_ENDPOINT && hack/bench.sh
 	@hack/bench-cluster.sh
+	@BENCH_RUNTIME=containerd2 BENCH_SCENARIOS=density hack/bench-cluster.sh
 	@hack/bench-node.sh
 	@hack/bench-scale.sh
 

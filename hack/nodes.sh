@@ -23,7 +23,7 @@
 #                                          pod logs, nodelet.log, nodelet.pid, containerd state
 #   NODELET_NODES_RUN=/run/nodelet-nodes   per node: containerd's sockets (kept short:
 #                                          containerd 2.x shims want at most 40 characters)
-#   NODELET_NODES_SUBNET=10.110            node I's pods get $SUBNET.I.0/24, bridge nodeletnI
+#   NODELET_NODES_SUBNET=10.120            node I's pods get $SUBNET.I.0/24, bridge nodeletnI
 #   NODELET_NODES_PORT=12000               node I serves its kubelet API on $PORT+10*I and
 #                                          healthz on $PORT+10*I+1
 #   NODELET_BIN=bin/nodelet                the node agent; any kubelet that takes the same
@@ -38,7 +38,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PREFIX=${NODELET_NODES_PREFIX:-nodelet-node}
 DIR=${NODELET_NODES_DIR:-/var/lib/nodelet-nodes}
 RUN=${NODELET_NODES_RUN:-/run/nodelet-nodes}
-SUBNET=${NODELET_NODES_SUBNET:-10.110}
+SUBNET=${NODELET_NODES_SUBNET:-10.120}
 PORT_BASE=${NODELET_NODES_PORT:-12000}
 BIN=${NODELET_BIN:-$ROOT/bin/nodelet}
 read -r -a EXTRA_ARGS <<<"${NODELET_NODES_ARGS:-}"

@@ -68,7 +68,7 @@ func startNodeSet(t *testing.T, n int) *nodeSet {
 func (s *nodeSet) script(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(repoRoot(), "hack", "nodes.sh"), args...)
 	cmd.Env = append(os.Environ(), "NODELET_NODES_PREFIX="+s.prefix, "NODELET_NODES_DIR="+s.dir,
-		"NODELET_NODES_RUN=/run/nodelet-e2e-mn", "NODELET_NODES_SUBNET=10.111", "NODELET_NODES_PORT=12500",
+		"NODELET_NODES_RUN=/run/nodelet-e2e-mn", "NODELET_NODES_SUBNET=10.121", "NODELET_NODES_PORT=12500",
 		"NODELET_BIN="+s.bin)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -19,15 +19,22 @@ import (
 // pods it does not own.
 type rig struct {
 	stateDir, runDir, bridge, podCIDR string
-	endpoint                          string
+	// flavour is hack/runtime.sh's NODELET_RUNTIME: containerd (Debian's 1.6) or
+	// containerd2 (2.x, which streams container events); empty is containerd.
+	flavour  string
+	endpoint string
 	// startedHere: the bench brought it up, so it takes it down again. A rig that was
 	// already running (say, left by an interrupted run) is left as found.
 	startedHere bool
 }
 
 func (r *rig) env() []string {
+	flavour := r.flavour
+	if flavour == "" {
+		flavour = "containerd"
+	}
 	return append(os.Environ(), "NODELET_STATE_DIR="+r.stateDir, "NODELET_RUN_DIR="+r.runDir,
-		"NODELET_BRIDGE="+r.bridge, "NODELET_POD_CIDR="+r.podCIDR)
+		"NODELET_BRIDGE="+r.bridge, "NODELET_POD_CIDR="+r.podCIDR, "NODELET_RUNTIME="+flavour)
 }
 
 // up starts the rig (hack/runtime.sh up) and reads its CRI endpoint.

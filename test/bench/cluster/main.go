@@ -80,6 +80,7 @@ import (
 
 type options struct {
 	repo, nodeletBin, upstreamBin, kubectlBin, lock, nodeletArgs string
+	runtime                                                      string
 	rounds, batchRounds, pods, verbosity                         int
 	apiPods, apiClients, apiRounds, execRuns                     int
 	settle, idleSettle, idle, apiWindow                          time.Duration
@@ -145,6 +146,9 @@ func parseScenarios(list string) (map[string]bool, error) {
 var (
 	nodeletRig  = rig{stateDir: "/var/lib/nodelet-bench-a", runDir: "/run/nodelet-bench-a", bridge: "nodeletba", podCIDR: "10.93.0.0/24"}
 	upstreamRig = rig{stateDir: "/var/lib/nodelet-bench-b", runDir: "/run/nodelet-bench-b", bridge: "nodeletbb", podCIDR: "10.94.0.0/24"}
+	// With -runtime containerd2: a state dir holds one flavour at a time, so others.
+	nodeletRig2  = rig{stateDir: "/var/lib/nodelet-bench-a2", runDir: "/run/nodelet-bench-a2", bridge: "nodeletba2", podCIDR: "10.95.0.0/24", flavour: "containerd2"}
+	upstreamRig2 = rig{stateDir: "/var/lib/nodelet-bench-b2", runDir: "/run/nodelet-bench-b2", bridge: "nodeletbb2", podCIDR: "10.114.0.0/24", flavour: "containerd2"}
 )
 
 func main() {
@@ -167,6 +171,7 @@ func main() {
 	flag.IntVar(&o.apiRounds, "api-rounds", 2, "windows per kubelet and endpoint (alternating which kubelet goes first)")
 	flag.DurationVar(&o.apiWindow, "api-window", 10*time.Second, "length of one kubelet API window")
 	flag.IntVar(&o.execRuns, "exec-runs", 11, "kubectl exec round trips per kubelet")
+	flag.StringVar(&o.runtime, "runtime", "containerd", "both rigs' containerd: containerd (Debian's 1.6) or containerd2 (2.x: it streams container events, so nodelet's PLEG is evented; upstream's stays relisting, its default)")
 	scenarios := flag.String("scenarios", "all", "comma-separated scenarios to run: "+strings.Join(allScenarios, ", ")+", or all")
 	flag.IntVar(&o.volumeRounds, "volume-rounds", 7, "volumes scenario: single-pod rounds per kubelet")
 	flag.IntVar(&o.volumePods, "volume-pods", 100, "volumes scenario: pods on each node for the RSS figure")
@@ -232,6 +237,9 @@ func (o options) checkNewScenarios() error {
 }
 
 func run(ctx context.Context, o options) (err error) {
+	if o.runtime != "containerd" && o.runtime != "containerd2" {
+		return fmt.Errorf("-runtime %q: want containerd or containerd2", o.runtime)
+	}
 	if o.apiPods == 0 {
 		delete(o.scenarios, scenarioAPI)
 	}
@@ -265,6 +273,9 @@ func run(ctx context.Context, o options) (err error) {
 	b := &bench{o: o, runID: string(uuid.NewUUID())[:6], results: newResults()}
 	b.nodelet = &kubelet{name: "nodelet", bin: o.nodeletBin, node: "bench-nodelet", rig: &nodeletRig}
 	b.upstream = &kubelet{name: "upstream", bin: o.upstreamBin, node: "bench-upstream", rig: &upstreamRig}
+	if o.runtime == "containerd2" {
+		b.nodelet.rig, b.upstream.rig = &nodeletRig2, &upstreamRig2
+	}
 	for _, k := range b.kubelets() {
 		k.namespace = k.node + "-" + b.runID
 		k.cgroupRoot = k.node + "-" + b.runID

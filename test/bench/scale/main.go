@@ -118,9 +118,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	agents := []agent{
-		{name: "nodelet", bin: o.nodeletBin, prefix: "scale-nodelet", subnet: "10.112", port: 13000},
+		{name: "nodelet", bin: o.nodeletBin, prefix: "scale-nodelet", subnet: "10.122", port: 13000},
 		// Upstream refuses cgroup v1 unless told; nodelet reads the same field and ignores it.
-		{name: "upstream", bin: o.upstreamBin, prefix: "scale-upstream", subnet: "10.113", port: 14000, config: "failCgroupV1: false"},
+		{name: "upstream", bin: o.upstreamBin, prefix: "scale-upstream", subnet: "10.123", port: 14000, config: "failCgroupV1: false"},
 	}
 	results := map[string][]measurement{}
 	for i, n := range o.nodes {
