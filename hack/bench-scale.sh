@@ -6,7 +6,7 @@
 # (test/bench/scale). Expects bin/nodelet (make bench builds it); needs root.
 #
 # Environment (defaults):
-#   BENCH_SCALE_NODES=1,3,5 BENCH_SCALE_PODS=20 BENCH_SCALE_WINDOW=60s BENCH_SCALE_SETTLE=75s
+#   BENCH_SCALE_NODES=1,3,5 BENCH_SCALE_PODS=20 BENCH_SCALE_WINDOW=60s BENCH_SCALE_SETTLE=2m
 #   UPSTREAM_KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet
 #   NODELET_BENCH_LOCK=/run/nodelet-shared.lock   (empty: take no lock)
 set -euo pipefail
@@ -16,5 +16,5 @@ upstream=${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}
 [ -x "$upstream" ] || hack/controlplane.sh build
 exec go run ./test/bench/scale -nodelet bin/nodelet -upstream "$upstream" \
 	-nodes "${BENCH_SCALE_NODES:-1,3,5}" -pods "${BENCH_SCALE_PODS:-20}" \
-	-window "${BENCH_SCALE_WINDOW:-60s}" -settle "${BENCH_SCALE_SETTLE:-75s}" \
+	-window "${BENCH_SCALE_WINDOW:-60s}" -settle "${BENCH_SCALE_SETTLE:-2m}" \
 	-lock "${NODELET_BENCH_LOCK-/run/nodelet-shared.lock}"

@@ -79,9 +79,10 @@ func main() {
 	flag.StringVar(&o.lock, "lock", "", "flock this file while the nodes use the shared control plane")
 	flag.StringVar(&o.cpDir, "cp-dir", "/var/lib/nodelet-cp", "the control plane's state dir (PIDs, audit log)")
 	flag.IntVar(&o.pods, "pods", 20, "pods per node")
-	// Past a pod's first periodic sync (1 min), whose status patch adds the resources read
-	// back from its cgroup, once: both kubelets do it; it is not idle traffic.
-	flag.DurationVar(&o.settle, "settle", 75*time.Second, "pause between the pods being Ready and the window")
+	// Past a pod's first periodic sync (1 min and its jitter, then the status manager's
+	// batch: up to ~90 s after the start), whose status patch adds the resources read back
+	// from its cgroup, once: both kubelets do it; it is not idle traffic.
+	flag.DurationVar(&o.settle, "settle", 2*time.Minute, "pause between the pods being Ready and the window")
 	flag.DurationVar(&o.window, "window", time.Minute, "idle window")
 	flag.Parse()
 	for _, f := range strings.Split(*nodes, ",") {
