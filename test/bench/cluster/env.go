@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 )
 
 // rig is one containerd started with hack/runtime.sh under its own state and run
@@ -111,38 +108,4 @@ func ensureUpstreamKubelet(ctx context.Context, repo, bin string) error {
 	}
 	_, err := os.Stat(bin)
 	return err
-}
-
-// sharedLock takes the machine's lock on the shared control plane (an flock, like
-// `flock /run/nodelet-shared.lock`), saying so while it waits. The returned function
-// releases it. An empty path takes no lock.
-func sharedLock(ctx context.Context, path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	release := func() { f.Close() } // closing the last descriptor drops the lock
-	for waited := time.Duration(0); ; waited += time.Second {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return release, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			release()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if waited%(30*time.Second) == 0 {
-			fmt.Fprintf(os.Stderr, "bench: waiting for %s (held by another test; %v so far). "+
-				"Under `flock %s make bench`, set NODELET_BENCH_LOCK= instead.\n", path, waited, path)
-		}
-		select {
-		case <-ctx.Done():
-			release()
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }

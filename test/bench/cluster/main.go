@@ -288,7 +288,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	// cleanUp releases it once the kubelets are stopped and their API objects removed.
-	if b.releaseLock, err = sharedLock(ctx, o.lock); err != nil {
+	if b.releaseLock, err = host.SharedLock(ctx, o.lock); err != nil {
 		return err
 	}
 	if err := b.connect(ctx); err != nil {

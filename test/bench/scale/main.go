@@ -109,7 +109,7 @@ func run(ctx context.Context, o options) error {
 		}
 		*p = abs
 	}
-	release, err := lock(o.lock)
+	release, err := host.SharedLock(ctx, o.lock)
 	if err != nil {
 		return err
 	}
@@ -395,20 +395,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// lock takes an flock on path (empty: none), waiting for it.
-func lock(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
 }
