@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes/mountpoint"
 	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 )
 
@@ -199,8 +200,12 @@ func (m *Manager) bindMount(src, dst string) error {
 	return nil
 }
 
-// isMountPoint reports whether anything is mounted exactly at dir.
+// isMountPoint reports whether anything is mounted exactly at dir. The kernel says so
+// since Linux 5.8; the mount table is read only on older kernels.
 func (m *Manager) isMountPoint(dir string) (bool, error) {
+	if root, known, err := mountpoint.Root(dir, true); err != nil || known {
+		return root, err
+	}
 	fsType, err := m.mountedAt(dir)
 	return fsType != "", err
 }

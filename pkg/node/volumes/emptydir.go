@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes/mountpoint"
 	"github.com/nodelet/nodelet/pkg/node/volumes/ownership"
 )
 
@@ -91,10 +92,22 @@ func (m *Manager) setUpTmpfs(dir string, sizeBytes int64) error {
 	return nil
 }
 
-// isTmpfsMountPoint reports whether a tmpfs is mounted exactly at dir.
+// isTmpfsMountPoint reports whether a tmpfs is mounted exactly at dir. Every pod sync
+// asks this of each projected volume, so the mount table is read only on kernels older
+// than 5.8, which cannot say whether dir is a mount root.
 func (m *Manager) isTmpfsMountPoint(dir string) (bool, error) {
-	fsType, err := m.mountedAt(dir)
-	return fsType == "tmpfs", err
+	root, known, err := mountpoint.Root(dir, true)
+	if err != nil {
+		return false, err
+	}
+	if !known {
+		fsType, err := m.mountedAt(dir)
+		return fsType == "tmpfs", err
+	}
+	if !root {
+		return false, nil
+	}
+	return mountpoint.IsTmpfs(dir)
 }
 
 // tmpfsSize is the size of a memory-backed emptyDir as upstream sizes it:

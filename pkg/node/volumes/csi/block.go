@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 	utilstrings "k8s.io/utils/strings"
 
+	"github.com/nodelet/nodelet/pkg/node/volumes/mountpoint"
+
 	"k8s.io/klog/v2"
 )
 
@@ -308,18 +310,14 @@ func unmountAndRemoveFile(path string) error {
 // from the same filesystem (which isMountPoint's device comparison misses). statx says
 // so since Linux 5.8; older kernels fall back to isMountPoint.
 func isMountRoot(path string) (bool, error) {
-	var st unix.Statx_t
-	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st)
+	root, known, err := mountpoint.Root(path, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
+	if err != nil || known {
+		return root, err
 	}
-	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return isMountPoint(path)
-	}
-	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	return isMountPoint(path)
 }
 
 // hasEntries reports whether dir has any entry at all (files included).

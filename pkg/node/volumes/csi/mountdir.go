@@ -6,27 +6,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodelet/nodelet/pkg/node/volumes/mountpoint"
 )
 
-// isMountPoint reports whether dir is likely a mount point: on another device than its
-// parent, as upstream's IsLikelyNotMountPoint judges (a bind mount from the same
-// filesystem is missed). A missing dir is not mounted.
+// isMountPoint reports whether dir is likely a mount point, as upstream's
+// IsLikelyNotMountPoint judges (a bind mount from the same filesystem is missed).
 func isMountPoint(dir string) (bool, error) {
-	st, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	parent, err := os.Lstat(filepath.Dir(filepath.Clean(dir)))
-	if err != nil {
-		return false, err
-	}
-	return st.Sys().(*syscall.Stat_t).Dev != parent.Sys().(*syscall.Stat_t).Dev, nil
+	return mountpoint.OnOtherDevice(dir)
 }
 
 // removeMountDir removes a staging or target directory that is not mounted, the
