@@ -123,6 +123,10 @@ func (b *bench) densityRound(ctx context.Context, k *kubelet, round int) error {
 func densityDeployment(runID string, k *kubelet, name string) *appsv1.Deployment {
 	pod := benchPod(runID, k.namespace, "", k.node)
 	pod.Labels[deploymentLabel] = name
+	// As any Deployment's pods: the service account token's projected volume
+	// (kube-api-access-*) is mounted, and what a kubelet spends on it at every sync
+	// is part of what 110 pods cost.
+	pod.Spec.AutomountServiceAccountToken = nil
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.namespace},
 		Spec: appsv1.DeploymentSpec{
