@@ -219,7 +219,7 @@ func startPods(ctx context.Context, n *node, o options) error {
 	if err := n.waitRunning(ctx, batch, 5*time.Minute); err != nil {
 		return err
 	}
-	if err := sleep(ctx, o.settle); err != nil {
+	if err := host.Sleep(ctx, o.settle); err != nil {
 		return err
 	}
 	var names []string
@@ -232,7 +232,7 @@ func startPods(ctx context.Context, n *node, o options) error {
 		if err := n.waitRunning(ctx, batch+i+1, time.Minute); err != nil {
 			return err
 		}
-		if err := sleep(ctx, 2*time.Second); err != nil { // Ready, and its trace logged
+		if err := host.Sleep(ctx, 2*time.Second); err != nil { // Ready, and its trace logged
 			return err
 		}
 	}
@@ -266,7 +266,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 		}
 		defer n.stop()
 	}
-	if err := sleep(ctx, o.settle); err != nil {
+	if err := host.Sleep(ctx, o.settle); err != nil {
 		return w, err
 	}
 	if v.nodelet {
@@ -286,7 +286,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 	if err != nil {
 		return w, err
 	}
-	if err := sleep(ctx, o.idle); err != nil {
+	if err := host.Sleep(ctx, o.idle); err != nil {
 		return w, err
 	}
 	after, err := n.cpuNow(shims)
@@ -312,7 +312,7 @@ func measureWindow(ctx context.Context, n *node, v variant, o options, vs *victi
 			return w, err
 		}
 		w.restarts = append(w.restarts, d)
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := host.Sleep(ctx, time.Second); err != nil {
 			return w, err
 		}
 	}
@@ -422,15 +422,6 @@ func printEviction(e evictionCost) {
 	fmt.Printf("  per check: %.1f ms wall; CPU %.1f ms here, %.1f ms containerd, %.1f ms shims\n", ms(e.wall), ms(e.self), ms(e.containerd), ms(e.shims))
 	fmt.Printf("  at one check per %v: %.3f CPU-s per minute here, %.3f containerd, %.3f shims; pressure conditions %v, evictions attempted %d\n",
 		evictionPeriod, e.perMinute(e.self), e.perMinute(e.containerd), e.perMinute(e.shims), e.conditions, e.evictedPods)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -43,6 +43,7 @@ import (
 	"github.com/nodelet/nodelet/pkg/runtime/criconfig"
 	"github.com/nodelet/nodelet/pkg/runtime/images"
 	"github.com/nodelet/nodelet/pkg/runtime/kuberuntime"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100 on Linux).
@@ -130,7 +131,7 @@ func run(o options) error {
 			b.pm.RemovePod(pod)
 		}
 	}()
-	if err := sleep(ctx, o.warmUp); err != nil {
+	if err := host.Sleep(ctx, o.warmUp); err != nil {
 		return err
 	}
 	return b.measure(ctx)
@@ -261,7 +262,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	if err := sleep(ctx, b.o.duration); err != nil {
+	if err := host.Sleep(ctx, b.o.duration); err != nil {
 		return err
 	}
 	stopProfile()
@@ -353,15 +354,6 @@ func (b *bench) removeAll(pods []*v1.Pod) {
 			_ = b.rs.StopPodSandbox(ctx, sb.Id)
 			_ = b.rs.RemovePodSandbox(ctx, sb.Id)
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

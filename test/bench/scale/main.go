@@ -149,7 +149,7 @@ func (o options) controlPlaneIdle(ctx context.Context, d time.Duration) (float64
 	if err != nil {
 		return 0, err
 	}
-	if err := sleep(ctx, d); err != nil {
+	if err := host.Sleep(ctx, d); err != nil {
 		return 0, err
 	}
 	after, err := o.controlPlaneCPU()
@@ -195,7 +195,7 @@ func (o options) measureSet(ctx context.Context, client kubernetes.Interface, a 
 		return m, err
 	}
 	m.readyIn = time.Since(start)
-	if err := sleep(ctx, o.settle); err != nil {
+	if err := host.Sleep(ctx, o.settle); err != nil {
 		return m, err
 	}
 	return m, o.measureWindow(ctx, a, names, &m)
@@ -218,7 +218,7 @@ func (o options) measureWindow(ctx context.Context, a agent, names []string, m *
 		return err
 	}
 	k0 := host.CPUSecondsOf(pids)
-	if err := sleep(ctx, o.window); err != nil {
+	if err := host.Sleep(ctx, o.window); err != nil {
 		return err
 	}
 	cp1, err := o.controlPlaneCPU()
@@ -229,7 +229,7 @@ func (o options) measureWindow(ctx context.Context, a agent, names []string, m *
 	m.kubeletCPU = host.CPUSecondsOf(pids) - k0
 	m.cpCPU = cp1 - cp0
 	// The API server logs a request once it has answered it.
-	if err := sleep(ctx, 2*time.Second); err != nil {
+	if err := host.Sleep(ctx, 2*time.Second); err != nil {
 		return err
 	}
 	events, err := tail.Read()
@@ -342,7 +342,7 @@ func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface,
 		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
 			return nil
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := host.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -374,7 +374,7 @@ func waitReady(ctx context.Context, client kubernetes.Interface, ns string, want
 		if ready == want {
 			return ready, nil
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := host.Sleep(ctx, time.Second); err != nil {
 			return ready, err
 		}
 	}
@@ -386,13 +386,4 @@ func deleteNamespace(client kubernetes.Interface, ns string) error {
 	ctx := context.Background()
 	err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	return errors.Join(err, client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

@@ -1,5 +1,6 @@
-// Package host holds what the node-level benchmarks need from the machine: a cgroup root
-// of their own in every hierarchy, and the CPU time processes have used.
+// Package host holds what the benchmarks need from the machine: a cgroup root of their own
+// in every hierarchy, the CPU time processes have used, the lock on the shared control
+// plane, and pauses that Ctrl-C cuts short.
 package host
 
 import (
