@@ -26,33 +26,16 @@ die() {
 	exit 1
 }
 
-VERSION=$(awk -v m=github.com/kubernetes-csi/external-attacher/v4 \
-	'($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$MOD/go.mod")
+# shellcheck source=hack/lib-gobuild.sh
+. "$ROOT/hack/lib-gobuild.sh"
+
+VERSION=$(module_version "$MOD/go.mod" github.com/kubernetes-csi/external-attacher/v4)
 [ -n "$VERSION" ] || die "cannot read the external-attacher version from $MOD/go.mod"
 BIN=$CACHE_DIR/csi-attacher-$VERSION/bin/csi-attacher
 
 build() {
-	[ -x "$BIN" ] && return 0
-	command -v "$GO" >/dev/null || die "go not found (needed to build $BIN)"
-	mkdir -p "$CACHE_DIR"
-	exec 8>"$CACHE_DIR/.build.lock"
-	flock 8
-	if [ ! -x "$BIN" ]; then
-		local tmp start=$EPOCHREALTIME
-		mkdir -p "$(dirname "$BIN")"
-		tmp=$(mktemp -d "$(dirname "$BIN")/.build.XXXXXX")
-		log "building csi-attacher $VERSION into $(dirname "$BIN") (about 2-3 min cold on 2 cores)"
-		if ! (cd "$MOD" && CGO_ENABLED=0 "$GO" build -buildvcs=false -mod=readonly -trimpath \
-			-ldflags "-s -w -X main.version=$VERSION" -o "$tmp/" \
-			github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher); then
-			rm -rf "$tmp"
-			die "building csi-attacher failed"
-		fi
-		mv -f "$tmp/csi-attacher" "$BIN"
-		rmdir "$tmp"
-		log "built csi-attacher in $(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", e - s }')"
-	fi
-	exec 8>&-
+	cached_go_build "$BIN" "$MOD" github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher \
+		"-s -w -X main.version=$VERSION" "csi-attacher $VERSION (about 2-3 min cold on 2 cores)"
 }
 
 case ${1:-} in

@@ -91,9 +91,8 @@ lock() {
 	flock 9
 }
 
-module_version() {
-	awk -v m="$2" '($1 == m && $2 ~ /^v/) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' "$1"
-}
+# shellcheck source=hack/lib-gobuild.sh
+. "$ROOT/hack/lib-gobuild.sh"
 
 VERSION=$(module_version "$MOD/go.mod" sigs.k8s.io/metrics-server)
 [ -n "$VERSION" ] || die "cannot read the metrics-server version from $MOD/go.mod"
@@ -107,29 +106,11 @@ KUBECONFIG_FILE=$STATE/metrics-server.kubeconfig
 
 # ---------------------------------------------------------------- binary
 
+# The flags of metrics-server's own release build (its Makefile).
 build() {
-	[ -x "$BIN" ] && return 0
-	command -v "$GO" >/dev/null || die "go not found (needed to build $BIN)"
-	mkdir -p "$CACHE_DIR"
-	exec 8>"$CACHE_DIR/.build.lock"
-	flock 8
-	if [ ! -x "$BIN" ]; then
-		local tmp start=$EPOCHREALTIME
-		mkdir -p "$(dirname "$BIN")"
-		tmp=$(mktemp -d "$(dirname "$BIN")/.build.XXXXXX")
-		log "building metrics-server $VERSION into $(dirname "$BIN") (about 3 min cold on 2 cores)"
-		# The flags of metrics-server's own release build (its Makefile).
-		if ! (cd "$MOD" && CGO_ENABLED=0 "$GO" build -buildvcs=false -mod=readonly -trimpath \
-			-ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$VERSION" \
-			-o "$tmp/" sigs.k8s.io/metrics-server/cmd/metrics-server); then
-			rm -rf "$tmp"
-			die "building metrics-server failed"
-		fi
-		mv -f "$tmp/metrics-server" "$BIN"
-		rmdir "$tmp"
-		log "built metrics-server in $(awk -v s="$start" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", e - s }')"
-	fi
-	exec 8>&-
+	cached_go_build "$BIN" "$MOD" sigs.k8s.io/metrics-server/cmd/metrics-server \
+		"-s -w -X k8s.io/client-go/pkg/version.gitVersion=$VERSION" \
+		"metrics-server $VERSION (about 3 min cold on 2 cores)"
 }
 
 # ---------------------------------------------------------------- certificates
