@@ -21,6 +21,7 @@ type fakeRuntime struct {
 	statuses    map[types.UID]*container.PodStatus
 	statusErrs  map[types.UID]error
 	listCalls   int
+	podCalls    int
 	statusCalls map[types.UID]int
 }
 
@@ -70,6 +71,21 @@ func (f *fakeRuntime) GetPods(_ context.Context, all bool) ([]*container.Pod, er
 	return f.pods, nil
 }
 
+func (f *fakeRuntime) GetPod(_ context.Context, uid types.UID) (*container.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.podCalls++
+	if f.podsErr != nil {
+		return nil, f.podsErr
+	}
+	for _, p := range f.pods {
+		if p.ID == uid {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
 func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, namespace string) (*container.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -93,7 +109,15 @@ func (f *fakeRuntime) inspections() map[types.UID]int {
 	return calls
 }
 
+// lists counts the runtime listings of any kind: of all pods (GetPods) or of one (GetPod).
 func (f *fakeRuntime) lists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listCalls + f.podCalls
+}
+
+// allLists counts the listings of all pods only.
+func (f *fakeRuntime) allLists() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.listCalls

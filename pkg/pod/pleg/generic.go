@@ -41,6 +41,8 @@ type GenericPLEG struct {
 	// relist: a request made before that has been served (an evented PLEG asks once per
 	// container event, and a pod's events come in bursts).
 	podRelisted map[types.UID]time.Time
+	// allListedAt is when the last listing of all pods started (zero: none yet).
+	allListedAt time.Time
 
 	// podCacheMu serialises inspections, so relists and UpdateCache calls reach the cache in
 	// the order their timestamps were taken.
@@ -233,6 +235,7 @@ func (g *GenericPLEG) Relist() {
 		return
 	}
 	g.lastRelist.Store(&timestamp)
+	g.allListedAt = timestamp
 	// Exposed so one can alert on time() - kubelet_pleg_last_seen_seconds. Upstream sets
 	// it when its health is checked, on every loop iteration; nodelet checks health only
 	// for the node's Ready condition, so it is set here.

@@ -127,14 +127,12 @@ func (g *GenericPLEG) relistPods(uids []types.UID) {
 	}
 	ctx := context.Background()
 	timestamp := g.clock.Now()
-	pods, err := g.runtime.GetPods(ctx, true)
+	pods, err := g.listForRelist(ctx, uids, timestamp)
 	if err != nil {
 		outage.ErrorS(err, "GenericPLEG: Unable to retrieve pods", "podUIDs", uids)
 		g.retryLater(uids)
 		return
 	}
-	// Keeps kubelet_running_* current while full relists are rare (an evented PLEG's).
-	recordRunning(pods)
 	for _, uid := range uids {
 		g.podRelisted[uid] = timestamp
 		g.records.setCurrentOne(uid, pods)
@@ -145,6 +143,38 @@ func (g *GenericPLEG) relistPods(uids []types.UID) {
 		delete(g.podsToReinspect, uid)
 		g.cache.SetObservedTime(uid, timestamp)
 	}
+}
+
+// allListingInterval is how often one-pod relists may list all pods rather than only
+// theirs: as often as a relisting PLEG does.
+const allListingInterval = time.Second
+
+// listForRelist lists what one-pod relists of uids need. Listing all pods keeps
+// kubelet_running_* current while full relists are minutes apart (an evented PLEG's), but
+// costs as much as a full relist; so it is done at most once per allListingInterval, and
+// in between each pod is listed alone. A burst of pod starts (four container events per
+// pod) then costs a listing of all pods a second, as relisting would, not one per event.
+func (g *GenericPLEG) listForRelist(ctx context.Context, uids []types.UID, now time.Time) ([]*container.Pod, error) {
+	if now.Sub(g.allListedAt) >= allListingInterval {
+		pods, err := g.runtime.GetPods(ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		g.allListedAt = now
+		recordRunning(pods)
+		return pods, nil
+	}
+	var pods []*container.Pod
+	for _, uid := range uids {
+		pod, err := g.runtime.GetPod(ctx, uid)
+		if err != nil {
+			return nil, err
+		}
+		if pod != nil {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
 }
 
 // reinspectLater makes sure a pod whose status could not be read in a one-pod relist is

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodelet/nodelet/pkg/runtime/container"
 )
 
 func stretched() *RelistDuration {
@@ -29,8 +31,8 @@ func TestAskedRelistsAreCoalesced(t *testing.T) {
 	}
 	p.RequestRelist("b")
 	p.serveAsked()
-	if n := p.runtime.lists() - lists; n != 1 {
-		t.Errorf("%d listings for two pods' requests, want 1", n)
+	if n := p.runtime.lists() - lists; n != 2 {
+		t.Errorf("%d listings for two pods' requests, want one of each pod", n)
 	}
 	assertInspections(t, p.runtime.inspections(), map[types.UID]int{"a": 1, "b": 1})
 	assertEvents(t, p.drain(), []PodLifecycleEvent{ev("a", ContainerDied, "c1"), ev("b", ContainerDied, "c2")})
@@ -38,7 +40,7 @@ func TestAskedRelistsAreCoalesced(t *testing.T) {
 	// A request made before the pod's last relist started was served by it.
 	p.ask(func(w *askedWork) { w.pods = map[types.UID]time.Time{"a": p.clock.Now().Add(-time.Nanosecond)} })
 	p.serveAsked()
-	if n := p.runtime.lists() - lists; n != 1 {
+	if n := p.runtime.lists() - lists; n != 2 {
 		t.Errorf("a served request relisted again")
 	}
 	// The next full relist still finds c's change, and not a's or b's again.
@@ -225,5 +227,40 @@ func TestMarkFreshIfIdleWaitsForAskedRelists(t *testing.T) {
 	assertWoken(t, waiting, "a")
 	if n := p.runtime.lists(); n != 2 {
 		t.Errorf("%d runtime listings, want the relist and the one-pod relist", n)
+	}
+}
+
+// Between listings of all pods a second apart, a one-pod relist lists only its pod: a
+// burst of pod starts (four container events a pod) must not list every pod per event.
+// The events are the same either way, a pod gone from the runtime included.
+func TestOnePodRelistsListAllPodsAtMostOnceASecond(t *testing.T) {
+	p := newTestPLEG(ChannelCapacity)
+	p.runtime.setPods(pod("a", ctr("c1", running)), pod("b", ctr("c2", running)))
+	p.Relist()
+	p.drain()
+	all, lists := p.runtime.allLists(), p.runtime.lists()
+
+	relistOne := func(uid types.UID, step time.Duration, pods ...*container.Pod) {
+		t.Helper()
+		p.clock.Step(step)
+		p.runtime.setPods(pods...)
+		p.RequestRelist(uid)
+		p.serveAsked()
+	}
+	relistOne("a", time.Millisecond, pod("a", ctr("c1", exited)), pod("b", ctr("c2", running)))
+	assertEvents(t, p.drain(), []PodLifecycleEvent{ev("a", ContainerDied, "c1")})
+	relistOne("a", time.Millisecond, pod("b", ctr("c2", running)))
+	assertEvents(t, p.drain(), []PodLifecycleEvent{ev("a", ContainerRemoved, "c1")})
+	if got := p.runtime.allLists() - all; got != 0 {
+		t.Errorf("%d listings of all pods within a second of the last, want 0", got)
+	}
+	if got := p.runtime.lists() - lists; got != 2 {
+		t.Errorf("%d one-pod listings, want 2", got)
+	}
+
+	relistOne("c", time.Second, pod("b", ctr("c2", running)), pod("c", ctr("c3", running)))
+	assertEvents(t, p.drain(), []PodLifecycleEvent{ev("c", ContainerStarted, "c3")})
+	if got := p.runtime.allLists() - all; got != 1 {
+		t.Errorf("%d listings of all pods a second after the last, want 1 (it keeps kubelet_running_* current)", got)
 	}
 }

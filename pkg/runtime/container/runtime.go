@@ -27,6 +27,9 @@ type Runtime interface {
 	// GetPods lists pods found in the runtime; all=false keeps only running containers
 	// and ready sandboxes.
 	GetPods(ctx context.Context, all bool) ([]*Pod, error)
+	// GetPod lists one pod's sandboxes and containers, in every state; nil when the
+	// runtime has none.
+	GetPod(ctx context.Context, uid types.UID) (*Pod, error)
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error)
 	// SyncPod makes the runtime match pod; backOff rate-limits restarts (CrashLoopBackOff).
 	SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) PodSyncResult

@@ -32,6 +32,35 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*container.Pod, erro
 	if err != nil {
 		return nil, err
 	}
+	return m.groupPods(sandboxes, containers), nil
+}
+
+// GetPod lists one pod's sandboxes and containers, in every state, by the pod UID label
+// both carry; nil when the runtime has none of them. The evented PLEG relists a pod at
+// each of its container events: listing all pods each time would decode every pod's
+// containers once per event, which is quadratic in a burst of pod starts.
+func (m *Manager) GetPod(ctx context.Context, uid types.UID) (*container.Pod, error) {
+	selector := map[string]string{criconfig.PodUIDLabel: string(uid)}
+	sandboxes, err := m.runtime.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: selector})
+	if err != nil {
+		outage.ErrorS(err, "Failed to list pod sandboxes", "podUID", uid)
+		return nil, err
+	}
+	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: selector})
+	if err != nil {
+		outage.ErrorS(err, "ListContainers failed", "podUID", uid)
+		return nil, err
+	}
+	for _, p := range m.groupPods(sandboxes, containers) {
+		if p.ID == uid {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+// groupPods groups sandboxes and containers into pods by their metadata and labels.
+func (m *Manager) groupPods(sandboxes []*runtimeapi.PodSandbox, containers []*runtimeapi.Container) []*container.Pod {
 	pods := map[types.UID]*container.Pod{}
 	for _, s := range sandboxes {
 		if s.GetMetadata() == nil || s.Id == "" {
@@ -52,7 +81,7 @@ func (m *Manager) GetPods(ctx context.Context, all bool) ([]*container.Pod, erro
 		p := podEntry(pods, info.PodUID, info.PodName, info.PodNamespace)
 		p.Containers = append(p.Containers, m.toContainer(c))
 	}
-	return sortedPods(pods), nil
+	return sortedPods(pods)
 }
 
 func podEntry(pods map[types.UID]*container.Pod, uid types.UID, name, namespace string) *container.Pod {

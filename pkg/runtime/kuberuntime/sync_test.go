@@ -342,6 +342,29 @@ func TestGetPodsGroupsByUID(t *testing.T) {
 	}
 }
 
+// GetPod lists one pod, exited containers included, and nothing of the others.
+func TestGetPodListsOnePod(t *testing.T) {
+	env := newTestEnv(t)
+	a, b := newPod("a", ctr("app")), newPod("b", ctr("app"), ctr("two"))
+	for _, p := range []*v1.Pod{a, b} {
+		if err := syncPod(t, env, p, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.exitContainer(t, b, "two", 0, env.clock.Now())
+	got, err := env.m.GetPod(context.Background(), b.UID)
+	if err != nil || got == nil {
+		t.Fatalf("GetPod(b) = %v, %v", got, err)
+	}
+	if got.ID != b.UID || got.Name != "b" || len(got.Sandboxes) != 1 || len(got.Containers) != 2 {
+		t.Errorf("GetPod(b) = %s %s, %d sandboxes, %d containers; want b's 1 and 2",
+			got.ID, got.Name, len(got.Sandboxes), len(got.Containers))
+	}
+	if got, err := env.m.GetPod(context.Background(), "no-such-pod"); err != nil || got != nil {
+		t.Errorf("GetPod of a pod the runtime does not have = %v, %v; want nil, nil", got, err)
+	}
+}
+
 func TestGetPodStatusTerminationMessage(t *testing.T) {
 	env := newTestEnv(t)
 	c := ctr("app")
