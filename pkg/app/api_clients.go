@@ -82,11 +82,14 @@ func connectCluster(ctx context.Context, opts *config.Options, nodeName string, 
 		clients.Stop()
 		return nil, errors.New(kubeclient.Describe(err))
 	}
-	// "Get" reads every time; "Cache" and "Watch" (upstream's default, a watch per
-	// object) both reuse a read for a few seconds here: files and env vars are refreshed
-	// on pod syncs, so a watch would not make them change sooner.
-	noCache := cfg.ConfigMapAndSecretChangeDetectionStrategy == kubeletconfigv1beta1.GetChangeDetectionStrategy
-	objects := apiobjects.New(clients.Kube, apiobjects.Options{NoCache: noCache})
+	// "Get" reads every time; "Cache" reuses a read for a few seconds; "Watch"
+	// (upstream's default) watches each object read, so that pods syncing every minute
+	// do not read their volumes' objects again and again from the API server.
+	strategy := cfg.ConfigMapAndSecretChangeDetectionStrategy
+	objects := apiobjects.New(clients.Kube, apiobjects.Options{
+		NoCache: strategy == kubeletconfigv1beta1.GetChangeDetectionStrategy,
+		Watch:   strategy == kubeletconfigv1beta1.WatchChangeDetectionStrategy,
+	})
 	objects.Start(ctx)
 	return &cluster{clients: clients, objects: objects}, nil
 }

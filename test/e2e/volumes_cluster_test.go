@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/internal/audit"
 )
 
 // Volumes from the API: config maps, secrets, the downward API, the default projected
@@ -88,6 +90,7 @@ func TestClusterVolumesFromTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	settings := c.createConfigMap(t, "settings", map[string]string{"a": "1", "b": "1"})
+	requests := openAuditTail(t)
 	pod := c.createPod(t, c.volumesPod())
 	took := eventually(t, 60*time.Second, "pod with API volumes Ready", func() error { return c.podReady("volumes") })
 	t.Logf("Ready %v after create", took)
@@ -125,6 +128,9 @@ func TestClusterVolumesFromTheAPI(t *testing.T) {
 	if after == before || !strings.HasPrefix(after, "..") {
 		t.Errorf("..data was not swapped to a new timestamped directory: %s -> %s", before, after)
 	}
+	// At least one periodic sync (syncFrequency 10 s) more, past a TTL cache's 5 s.
+	time.Sleep(12 * time.Second)
+	c.checkWatchedNotRead(t, requests, "configmaps/settings", "secrets/creds")
 
 	// Deleting the pod unmounts everything and leaves no directory behind.
 	podDir := filepath.Join(c.rootDir, "pods", string(pod.UID))
@@ -140,6 +146,54 @@ func TestClusterVolumesFromTheAPI(t *testing.T) {
 	}
 	if _, err := os.Stat(podDir); !os.IsNotExist(err) {
 		t.Errorf("pod directory left after the pod was deleted: %v", err)
+	}
+}
+
+// openAuditTail follows the control plane's audit log (the kubelets' requests) from now on.
+func openAuditTail(t *testing.T) *audit.Tail {
+	t.Helper()
+	tail, err := audit.OpenTail(filepath.Join(cpDir(t), "logs", "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tail.Close)
+	return tail
+}
+
+// checkWatchedNotRead checks, from the audit log, that the node watched each object
+// ("configmaps/settings") and read it with a GET at most once, however many pod syncs
+// went by: with the Watch change-detection strategy, the default, later reads come from
+// the watch (a TTL cache would GET each object at every sync).
+func (c *clusterNode) checkWatchedNotRead(t *testing.T, tail *audit.Tail, objects ...string) {
+	t.Helper()
+	time.Sleep(2 * time.Second) // the API server logs a request once it has answered it
+	events, err := tail.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "system:node:" + c.name
+	for _, o := range objects {
+		resource, name, _ := strings.Cut(o, "/")
+		path := "/api/v1/namespaces/" + c.namespace + "/" + resource
+		gets, watches := 0, 0
+		for _, e := range events {
+			uri, query, _ := strings.Cut(e.RequestURI, "?")
+			switch {
+			case e.User.Username != user:
+			case e.Verb == "get" && uri == path+"/"+name && e.Stage == "ResponseComplete":
+				gets++
+			// A watch still open has logged its start only.
+			case e.Verb == "watch" && uri == path && strings.Contains(query, "metadata.name%3D"+name) && e.Stage == "ResponseStarted":
+				watches++
+			}
+		}
+		t.Logf("%s: %d GETs, %d watches", o, gets, watches)
+		if gets > 1 {
+			t.Errorf("%s read %d times with a GET, want at most once (then from its watch)", o, gets)
+		}
+		if watches == 0 {
+			t.Errorf("%s never watched", o)
+		}
 	}
 }
 

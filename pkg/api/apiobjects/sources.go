@@ -14,8 +14,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/watch"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -37,6 +39,13 @@ type Options struct {
 	// NoCache reads secrets and config maps afresh every time (the "Get"
 	// configMapAndSecretChangeDetectionStrategy).
 	NoCache bool
+	// Watch watches each secret and config map read (the "Watch" strategy, upstream's
+	// default) and serves later reads from the watch; reads go to the TTL cache until
+	// the watch has listed. Ignored with NoCache.
+	Watch bool
+	// WatchIdle is how long a watched object nobody reads stays watched; 0 means
+	// DefaultWatchIdle.
+	WatchIdle time.Duration
 	// Clock drives the TTL; nil means the real clock.
 	Clock clock.Clock
 }
@@ -44,9 +53,15 @@ type Options struct {
 // Sources reads secrets, config maps and services for container environments.
 type Sources struct {
 	client     kubernetes.Interface
-	secrets    *ttlCache[*v1.Secret]
-	configMaps *ttlCache[*v1.ConfigMap]
+	secrets    objectCache[*v1.Secret]
+	configMaps objectCache[*v1.ConfigMap]
 	services   cache.SharedIndexInformer
+	stop       []func() // stops the watches of secrets and config maps
+}
+
+// objectCache reads one kind of object through a cache.
+type objectCache[T object] interface {
+	Get(ctx context.Context, namespace, name string) (T, error)
 }
 
 // New builds Sources over client. Services are listed only once Start has run.
@@ -66,12 +81,42 @@ func New(client kubernetes.Interface, opts Options) *Sources {
 	getConfigMap := func(ctx context.Context, ns, name string, o metav1.GetOptions) (*v1.ConfigMap, error) {
 		return client.CoreV1().ConfigMaps(ns).Get(ctx, name, o)
 	}
-	return &Sources{
-		client:     client,
-		secrets:    newTTLCache(getSecret, v1.Resource("secret"), opts.TTL, opts.Clock),
-		configMaps: newTTLCache(getConfigMap, v1.Resource("configmap"), opts.TTL, opts.Clock),
-		services:   newServiceInformer(client),
+	secrets := newTTLCache(getSecret, v1.Resource("secret"), opts.TTL, opts.Clock)
+	configMaps := newTTLCache(getConfigMap, v1.Resource("configmap"), opts.TTL, opts.Clock)
+	s := &Sources{client: client, secrets: secrets, configMaps: configMaps, services: newServiceInformer(client)}
+	if opts.Watch && !opts.NoCache {
+		s.watchSecretsAndConfigMaps(secrets, configMaps, opts)
 	}
+	return s
+}
+
+// watchSecretsAndConfigMaps puts a watch per object read in front of the TTL caches.
+func (s *Sources) watchSecretsAndConfigMaps(secretsTTL *ttlCache[*v1.Secret], configMapsTTL *ttlCache[*v1.ConfigMap], opts Options) {
+	idle := opts.WatchIdle
+	if idle <= 0 {
+		idle = DefaultWatchIdle
+	}
+	core := s.client.CoreV1()
+	secrets := newWatchCache(secretsTTL, listWatchFuncs{
+		client: s.client,
+		list: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Secrets(ns).List(ctx, o)
+		},
+		watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Secrets(ns).Watch(ctx, o)
+		},
+	}, &v1.Secret{}, v1.Resource("secret"), idle, opts.Clock)
+	configMaps := newWatchCache(configMapsTTL, listWatchFuncs{
+		client: s.client,
+		list: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
+			return core.ConfigMaps(ns).List(ctx, o)
+		},
+		watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
+			return core.ConfigMaps(ns).Watch(ctx, o)
+		},
+	}, &v1.ConfigMap{}, v1.Resource("configmap"), idle, opts.Clock)
+	s.secrets, s.configMaps = secrets, configMaps
+	s.stop = []func(){secrets.Stop, configMaps.Stop}
 }
 
 // newServiceInformer watches the services of all namespaces, except headless
@@ -116,9 +161,16 @@ func serviceForEnv(obj any) (any, error) {
 	return kept, nil
 }
 
-// Start runs the service informer until ctx ends; it returns at once.
+// Start runs the service informer until ctx ends, when the watches of secrets and config
+// maps stop too; it returns at once.
 func (s *Sources) Start(ctx context.Context) {
 	go s.services.RunWithContext(ctx)
+	go func() {
+		<-ctx.Done()
+		for _, stop := range s.stop {
+			stop()
+		}
+	}()
 }
 
 // GetSecret returns the secret, reusing a read younger than the TTL. A missing

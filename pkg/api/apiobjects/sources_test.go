@@ -162,12 +162,12 @@ func TestIdleEntriesAreDropped(t *testing.T) {
 	s, _, clk := newSources(t, secret("ns", "a", "1", "x"), secret("ns", "b", "1", "y"))
 	password(t, s, "ns", "a")
 	password(t, s, "ns", "b")
-	idle := s.secrets.idleExpiry()
+	idle := s.secrets.(*ttlCache[*v1.Secret]).idleExpiry()
 	clk.Step(idle / 2)
 	password(t, s, "ns", "b")
 	clk.Step(idle / 2)
 	password(t, s, "ns", "b") // sweeps: a was idle for the whole expiry, b was not
-	if n := s.secrets.len(); n != 1 {
+	if n := s.secrets.(*ttlCache[*v1.Secret]).len(); n != 1 {
 		t.Errorf("%d entries cached, want only b", n)
 	}
 }
