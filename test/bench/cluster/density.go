@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,12 +63,17 @@ type densityResults struct {
 	// heap is each kubelet's heap profile top 10 (last round), or why there is none;
 	// heapFile where the profile was saved.
 	heap, heapFile map[string]string
+	// criCalls is the CRI calls each kubelet made to bring the pods up (last round), by
+	// kubelet_runtime_operations_total's operation_type; nil if its metrics could not be
+	// read.
+	criCalls map[string]map[string]float64
 }
 
 func newDensityResults() densityResults {
 	return densityResults{up: map[string][]time.Duration{}, down: map[string][]time.Duration{},
 		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{},
-		rss: map[string][]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{}}
+		rss: map[string][]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
+		criCalls: map[string]map[string]float64{}}
 }
 
 // density runs -density-rounds rounds of a full scale-up and scale-down on each kubelet
@@ -175,6 +181,7 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	if err != nil {
 		return nil, err
 	}
+	opsBefore := b.criOperations(ctx, k)
 	start := time.Now()
 	if err := b.scaleDeployment(ctx, k, name, b.o.densityPods); err != nil {
 		return nil, err
@@ -191,6 +198,7 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	r.up[k.name] = append(r.up[k.name], at.Sub(start))
 	r.created[k.name] = append(r.created[k.name], lastAdded.Sub(start))
 	r.upCPU[k.name] = append(r.upCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
+	r.criCalls[k.name] = countersSince(opsBefore, b.criOperations(ctx, k))
 	progress(k, "scaled up", keys, start, at)
 	return keys, nil
 }
@@ -250,27 +258,9 @@ func (b *bench) densityHeap(ctx context.Context, k *kubelet) {
 // figures are current) with the API server's client certificate, writes it to file, and
 // returns `go tool pprof -top` of its in-use bytes, 10 nodes.
 func (b *bench) heapProfile(ctx context.Context, k *kubelet, file string) (string, error) {
-	client, err := b.apiClient()
+	body, err := b.kubeletGet(ctx, k, "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return "", err
-	}
-	defer client.CloseIdleConnections()
-	url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap?gc=1", k.port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 512)])))
 	}
 	if err := os.WriteFile(file, body, 0o644); err != nil {
 		return "", err
@@ -280,6 +270,98 @@ func (b *bench) heapProfile(ctx context.Context, k *kubelet, file string) (strin
 		return "", fmt.Errorf("go tool pprof %s: %w: %s", file, err, bytes.TrimSpace(out))
 	}
 	return pprofTable(string(out)), nil
+}
+
+// kubeletGet GETs path from k's kubelet API with the API server's client certificate.
+func (b *bench) kubeletGet(ctx context.Context, k *kubelet, path string) ([]byte, error) {
+	client, err := b.apiClient()
+	if err != nil {
+		return nil, err
+	}
+	defer client.CloseIdleConnections()
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", k.port, path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body[:min(len(body), 512)])))
+	}
+	return body, nil
+}
+
+// criOperations reads k's kubelet_runtime_operations_total by operation type; nil (and a
+// note) when its metrics cannot be read: the other figures stand without them.
+func (b *bench) criOperations(ctx context.Context, k *kubelet) map[string]float64 {
+	body, err := b.kubeletGet(ctx, k, "/metrics")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %-8s metrics: %v\n", k.name, err)
+		return nil
+	}
+	return counterByLabel(string(body), "kubelet_runtime_operations_total", "operation_type")
+}
+
+// counterByLabel sums a counter's samples in Prometheus text by the value of one label.
+func counterByLabel(text, metric, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(labels, ",") {
+			if name, val, ok := strings.Cut(kv, "="); ok && name == label {
+				out[strings.Trim(val, `"`)] += v
+			}
+		}
+	}
+	return out
+}
+
+// countersSince is after less before, per key; nil if either is.
+func countersSince(before, after map[string]float64) map[string]float64 {
+	if before == nil || after == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// criCallsLine is a kubelet's CRI calls for n pods: the total and the list and status
+// calls per pod, the ones that grow with how a kubelet watches its pods.
+func criCallsLine(calls map[string]float64, n int) string {
+	if calls == nil {
+		return "not read"
+	}
+	total := 0.0
+	for _, v := range calls {
+		total += v
+	}
+	per := func(op string) float64 { return calls[op] / float64(n) }
+	return fmt.Sprintf("%.0f in all, %.1f a pod (list_podsandbox %.1f, list_containers %.1f, podsandbox_status %.1f, container_status %.1f a pod)",
+		total, total/float64(n), per("list_podsandbox"), per("list_containers"), per("podsandbox_status"), per("container_status"))
 }
 
 // pprofTable is pprof's -top output from its "Showing nodes" line on: the lines before
@@ -378,6 +460,9 @@ func (b *bench) printDensityContext(out io.Writer) {
 		fmt.Fprintf(out, "  %-8s CPU to bring them up (median): kubelet %.2f s, its containerd %.2f s; RSS %.1f MiB = %.1f MiB anonymous (heap, stacks) + %.1f MiB file-backed (its binary); idle CPU per round %s ms/s\n",
 			name, median(kubeletCPU(r.upCPU[name])).Seconds(), median(runtimeCPU(r.upCPU[name])).Seconds(),
 			rss.rssMiB, rss.anonMiB, rss.fileMiB, floats(r.idleCPU[name]))
+	}
+	for _, name := range []string{"nodelet", "upstream"} {
+		fmt.Fprintf(out, "  %-8s CRI calls to bring them up (last round): %s\n", name, criCallsLine(r.criCalls[name], n))
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
 		fmt.Fprintf(out, "  heap profile of %s with %d pods, top 10 by inuse_space (%s):\n", name, n, orNone(r.heapFile[name], "kept with -keep-logs"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,31 @@ func TestPprofTableKeepsTheTable(t *testing.T) {
 	want := "Showing nodes accounting for 10MB, 90% of 11MB total\n      flat  flat%   sum%        cum   cum%\n       5MB 45% 45%  5MB 45%  main.f"
 	if got := pprofTable(out); got != want {
 		t.Errorf("pprofTable = %q, want %q", got, want)
+	}
+}
+
+func TestCounterByLabel(t *testing.T) {
+	text := `# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.
+# TYPE kubelet_runtime_operations_total counter
+kubelet_runtime_operations_total{operation_type="list_containers"} 12
+kubelet_runtime_operations_total{operation_type="run_podsandbox"} 3
+kubelet_runtime_operations_total{operation_type="list_containers",extra="x"} 1
+kubelet_runtime_operations_total_other{operation_type="list_containers"} 99
+kubelet_runtime_operations_errors_total{operation_type="run_podsandbox"} 7
+`
+	got := counterByLabel(text, "kubelet_runtime_operations_total", "operation_type")
+	want := map[string]float64{"list_containers": 13, "run_podsandbox": 3}
+	if len(got) != len(want) || got["list_containers"] != 13 || got["run_podsandbox"] != 3 {
+		t.Errorf("counterByLabel = %v, want %v", got, want)
+	}
+	since := countersSince(map[string]float64{"list_containers": 10}, got)
+	if since["list_containers"] != 3 || since["run_podsandbox"] != 3 || len(since) != 2 {
+		t.Errorf("countersSince = %v", since)
+	}
+	if countersSince(nil, got) != nil {
+		t.Error("countersSince without a first reading is not nil")
+	}
+	if line := criCallsLine(map[string]float64{"list_containers": 220, "run_podsandbox": 110}, 110); !strings.Contains(line, "330 in all, 3.0 a pod") || !strings.Contains(line, "list_containers 2.0") {
+		t.Errorf("criCallsLine = %q", line)
 	}
 }
