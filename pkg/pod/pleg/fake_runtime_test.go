@@ -22,6 +22,7 @@ type fakeRuntime struct {
 	statusErrs  map[types.UID]error
 	listCalls   int
 	podCalls    int
+	ofListing   int // inspections by GetPodStatusOf
 	statusCalls map[types.UID]int
 }
 
@@ -98,6 +99,15 @@ func (f *fakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, names
 		return &copied, nil
 	}
 	return &container.PodStatus{ID: uid, Name: name, Namespace: namespace}, nil
+}
+
+// GetPodStatusOf answers as GetPodStatus, and counts as an inspection of the pod the
+// same way, but no fresh listing: relistsFromListing counts those.
+func (f *fakeRuntime) GetPodStatusOf(ctx context.Context, pod *container.Pod) (*container.PodStatus, error) {
+	f.mu.Lock()
+	f.ofListing++
+	f.mu.Unlock()
+	return f.GetPodStatus(ctx, pod.ID, pod.Name, pod.Namespace)
 }
 
 // inspections returns how many times each pod was inspected and resets the counts.

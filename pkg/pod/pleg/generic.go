@@ -245,7 +245,7 @@ func (g *GenericPLEG) Relist() {
 
 	failed := map[types.UID]*container.Pod{}
 	for uid := range g.records {
-		if pod, ok := g.relistPod(ctx, uid); !ok {
+		if pod, ok := g.relistPod(ctx, uid, timestamp); !ok {
 			failed[uid] = pod
 		}
 	}
@@ -257,10 +257,10 @@ func (g *GenericPLEG) Relist() {
 	clear(g.podRelisted)
 }
 
-// relistPod handles one pod of a relist. It returns false, with the pod as listed, when the
-// pod's status could not be read: its record is then kept as it was, so the same change
-// is found and its events sent by the next relist.
-func (g *GenericPLEG) relistPod(ctx context.Context, uid types.UID) (*container.Pod, bool) {
+// relistPod handles one pod of a relist whose listing started at listed. It returns false,
+// with the pod as listed, when the pod's status could not be read: its record is then
+// kept as it was, so the same change is found and its events sent by the next relist.
+func (g *GenericPLEG) relistPod(ctx context.Context, uid types.UID, listed time.Time) (*container.Pod, bool) {
 	old, current := g.records.old(uid), g.records.current(uid)
 	events := podEvents(uid, old, current)
 	_, reinspect := g.podsToReinspect[uid]
@@ -268,7 +268,7 @@ func (g *GenericPLEG) relistPod(ctx context.Context, uid types.UID) (*container.
 		g.records.update(uid) // nothing to do; also forgets a pod that listed empty and left
 		return nil, true
 	}
-	status, _, err := g.updateCache(ctx, current, uid)
+	status, _, err := g.updateCache(ctx, current, uid, listed)
 	if err != nil {
 		klog.V(4).ErrorS(err, "PLEG: Ignoring events for pod", "pod", podRef(current, uid))
 		return current, false
@@ -316,13 +316,15 @@ func (g *GenericPLEG) UpdateCache(pod *container.Pod, pid types.UID) (error, boo
 	if pod == nil {
 		return errors.New("pod cannot be nil"), false
 	}
-	_, updated, err := g.updateCache(context.Background(), pod, pid)
+	_, updated, err := g.updateCache(context.Background(), pod, pid, time.Time{})
 	return err, updated
 }
 
 // updateCache inspects the pod and stores its status (or the error) in the cache, which
 // then reports whether it took it. A pod gone from the listing is dropped from the cache.
-func (g *GenericPLEG) updateCache(ctx context.Context, pod *container.Pod, uid types.UID) (*container.PodStatus, bool, error) {
+// A relist (listed: when its listing started) reads the statuses of what it listed; a
+// pod worker's UpdateCache (listed zero) lists the pod afresh.
+func (g *GenericPLEG) updateCache(ctx context.Context, pod *container.Pod, uid types.UID, listed time.Time) (*container.PodStatus, bool, error) {
 	if pod == nil {
 		klog.V(4).InfoS("PLEG: Delete status for pod", "podUID", uid)
 		g.cache.Delete(uid)
@@ -330,9 +332,16 @@ func (g *GenericPLEG) updateCache(ctx context.Context, pod *container.Pod, uid t
 	}
 	g.podCacheMu.Lock()
 	defer g.podCacheMu.Unlock()
-	// Taken before the read: the status is at least this fresh.
-	timestamp := g.clock.Now()
-	status, err := g.runtime.GetPodStatus(ctx, pod.ID, pod.Name, pod.Namespace)
+	// The status is at least as fresh as the listing it is read for, or as the read.
+	var status *container.PodStatus
+	var err error
+	timestamp := listed
+	if timestamp.IsZero() {
+		timestamp = g.clock.Now()
+		status, err = g.runtime.GetPodStatus(ctx, pod.ID, pod.Name, pod.Namespace)
+	} else {
+		status, err = g.runtime.GetPodStatusOf(ctx, pod)
+	}
 	if err == nil && status == nil {
 		err = errors.New("runtime returned no pod status")
 	}

@@ -136,7 +136,7 @@ func (g *GenericPLEG) relistPods(uids []types.UID) {
 	for _, uid := range uids {
 		g.podRelisted[uid] = timestamp
 		g.records.setCurrentOne(uid, pods)
-		if pod, ok := g.relistPod(ctx, uid); !ok {
+		if pod, ok := g.relistPod(ctx, uid, timestamp); !ok {
 			g.reinspectLater(uid, pod)
 			continue
 		}

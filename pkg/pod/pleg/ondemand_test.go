@@ -264,3 +264,28 @@ func TestOnePodRelistsListAllPodsAtMostOnceASecond(t *testing.T) {
 		t.Errorf("%d listings of all pods a second after the last, want 1 (it keeps kubelet_running_* current)", got)
 	}
 }
+
+// A relist reads the statuses of what it has just listed (GetPodStatusOf), with no second
+// listing of the pod; a pod worker's UpdateCache lists the pod afresh (GetPodStatus).
+func TestRelistsInspectWhatTheyListed(t *testing.T) {
+	p := newTestPLEG(ChannelCapacity)
+	p.runtime.setPods(pod("a", ctr("c1", running)))
+	p.Relist()
+	p.clock.Step(time.Millisecond)
+	p.runtime.setPods(pod("a", ctr("c1", exited)))
+	p.RequestRelist("a")
+	p.serveAsked()
+	p.relistAgain()
+	if p.runtime.ofListing != 2 {
+		t.Errorf("%d inspections from a listing, want 2 (the first relist and the one-pod relist)", p.runtime.ofListing)
+	}
+	if err, _ := p.UpdateCache(pod("a", ctr("c1", exited)), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if p.runtime.ofListing != 2 {
+		t.Error("UpdateCache inspected from a listing, want a fresh read")
+	}
+	if n := p.runtime.inspections()["a"]; n != 3 {
+		t.Errorf("%d inspections of a, want 3", n)
+	}
+}

@@ -31,6 +31,9 @@ type Runtime interface {
 	// runtime has none.
 	GetPod(ctx context.Context, uid types.UID) (*Pod, error)
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error)
+	// GetPodStatusOf is GetPodStatus of the sandboxes and containers a listing (GetPods,
+	// GetPod) found for the pod, without listing them again.
+	GetPodStatusOf(ctx context.Context, pod *Pod) (*PodStatus, error)
 	// SyncPod makes the runtime match pod; backOff rate-limits restarts (CrashLoopBackOff).
 	SyncPod(ctx context.Context, pod *v1.Pod, status *PodStatus, pullSecrets []v1.Secret, backOff *flowcontrol.Backoff) PodSyncResult
 	// KillPod stops every container and sandbox of runningPod; pod may be nil when only

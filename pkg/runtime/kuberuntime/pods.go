@@ -182,8 +182,39 @@ func imageID(id, ref string) string {
 // GetPodStatus reads every sandbox and container of the pod, newest first. The pod IPs
 // come from the newest sandbox when it is ready.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*container.PodStatus, error) {
-	status := &container.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: m.clock.Now()}
-	sandboxes, err := m.sandboxStatuses(ctx, uid)
+	timestamp := m.clock.Now()
+	sandboxIDs, err := m.sandboxIDsOfPod(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	containerIDs, err := m.containerIDsOfPod(ctx, uid)
+	if err != nil {
+		outage.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
+		return nil, err
+	}
+	return m.podStatus(ctx, uid, name, namespace, timestamp, sandboxIDs, containerIDs)
+}
+
+// GetPodStatusOf is GetPodStatus of the sandboxes and containers a listing found for the
+// pod (GetPods, GetPod), without listing them again: the PLEG inspects a pod right after
+// listing it, and the second listing was half of its runtime calls.
+func (m *Manager) GetPodStatusOf(ctx context.Context, pod *container.Pod) (*container.PodStatus, error) {
+	timestamp := m.clock.Now()
+	sandboxIDs := make([]string, len(pod.Sandboxes))
+	for i, sb := range pod.Sandboxes { // newest first, as listings sort them
+		sandboxIDs[i] = sb.ID.ID
+	}
+	containerIDs := make([]string, len(pod.Containers))
+	for i, c := range pod.Containers {
+		containerIDs[i] = c.ID.ID
+	}
+	return m.podStatus(ctx, pod.ID, pod.Name, pod.Namespace, timestamp, sandboxIDs, containerIDs)
+}
+
+// podStatus reads the statuses of the pod's sandboxes (newest first) and containers.
+func (m *Manager) podStatus(ctx context.Context, uid types.UID, name, namespace string, timestamp time.Time, sandboxIDs, containerIDs []string) (*container.PodStatus, error) {
+	status := &container.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: timestamp}
+	sandboxes, err := m.sandboxStatuses(ctx, sandboxIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +222,7 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	if len(sandboxes) > 0 && sandboxes[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
 		status.IPs = determinePodSandboxIPs(namespace, name, sandboxes[0])
 	}
-	status.ContainerStatuses, err = m.podContainerStatuses(ctx, uid)
+	status.ContainerStatuses, err = m.containerStatuses(ctx, containerIDs)
 	if err != nil {
 		outage.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
 		return nil, err
@@ -199,13 +230,9 @@ func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespa
 	return status, nil
 }
 
-// sandboxStatuses returns the statuses of the pod's sandboxes, newest first. A sandbox
-// removed between the list and the status call is skipped.
-func (m *Manager) sandboxStatuses(ctx context.Context, uid types.UID) ([]*runtimeapi.PodSandboxStatus, error) {
-	ids, err := m.sandboxIDsOfPod(ctx, uid)
-	if err != nil {
-		return nil, err
-	}
+// sandboxStatuses returns the statuses of the sandboxes, in the order given. A sandbox
+// removed since it was listed is skipped.
+func (m *Manager) sandboxStatuses(ctx context.Context, ids []string) ([]*runtimeapi.PodSandboxStatus, error) {
 	var out []*runtimeapi.PodSandboxStatus
 	for _, id := range ids {
 		resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
@@ -240,18 +267,27 @@ func (m *Manager) sandboxIDsOfPod(ctx context.Context, uid types.UID) ([]string,
 	return ids, nil
 }
 
-// podContainerStatuses reads the status of every container labelled with the pod's UID,
-// newest first. A container removed between the list and the status call is skipped.
-func (m *Manager) podContainerStatuses(ctx context.Context, uid types.UID) ([]*container.Status, error) {
+// containerIDsOfPod lists the IDs of every container labelled with the pod's UID.
+func (m *Manager) containerIDsOfPod(ctx context.Context, uid types.UID) ([]string, error) {
 	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
 		LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: string(uid)},
 	})
 	if err != nil {
 		return nil, err
 	}
+	ids := make([]string, len(containers))
+	for i, c := range containers {
+		ids[i] = c.Id
+	}
+	return ids, nil
+}
+
+// containerStatuses reads the status of each container, newest first. A container
+// removed since it was listed is skipped.
+func (m *Manager) containerStatuses(ctx context.Context, ids []string) ([]*container.Status, error) {
 	statuses := []*container.Status{}
-	for _, c := range containers {
-		resp, err := m.runtime.ContainerStatus(ctx, c.Id, false)
+	for _, id := range ids {
+		resp, err := m.runtime.ContainerStatus(ctx, id, false)
 		if cri.IsNotFound(err) {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -363,6 +364,41 @@ func TestGetPodListsOnePod(t *testing.T) {
 	if got, err := env.m.GetPod(context.Background(), "no-such-pod"); err != nil || got != nil {
 		t.Errorf("GetPod of a pod the runtime does not have = %v, %v; want nil, nil", got, err)
 	}
+}
+
+// GetPodStatusOf reads the statuses of what a listing found, as GetPodStatus does, with
+// no listing of its own.
+func TestGetPodStatusOfAListing(t *testing.T) {
+	env := newTestEnv(t)
+	p := newPod("a", ctr("app"), ctr("two"))
+	if err := syncPod(t, env, p, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	listed, err := env.m.GetPod(ctx, p.UID)
+	if err != nil || listed == nil {
+		t.Fatalf("GetPod = %v, %v", listed, err)
+	}
+	want, err := env.m.GetPodStatus(ctx, p.UID, p.Name, p.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callsBefore := len(env.rt.GetCalls())
+	got, err := env.m.GetPodStatusOf(ctx, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range env.rt.GetCalls()[callsBefore:] {
+		if strings.HasPrefix(call, "List") {
+			t.Errorf("GetPodStatusOf listed again (%s)", call)
+		}
+	}
+	if len(got.SandboxStatuses) != 1 || got.SandboxStatuses[0].Id != want.SandboxStatuses[0].Id ||
+		len(got.ContainerStatuses) != 2 || got.ContainerStatuses[0].ID != want.ContainerStatuses[0].ID ||
+		got.ContainerStatuses[1].ID != want.ContainerStatuses[1].ID || len(got.IPs) != len(want.IPs) {
+		t.Errorf("GetPodStatusOf = %+v, want GetPodStatus's %+v", got, want)
+	}
+
 }
 
 func TestGetPodStatusTerminationMessage(t *testing.T) {
