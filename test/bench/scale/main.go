@@ -349,10 +349,14 @@ func waitDefaultServiceAccount(ctx context.Context, client kubernetes.Interface,
 	return fmt.Errorf("namespace %s: no default service account within a minute", ns)
 }
 
-// idlePod is a sleeping pod without a service account token (the figure is about the
-// kubelets' own traffic, not token renewals).
+// idlePod is a sleeping pod with its service account token mounted, as any pod: the
+// token's projected volume also holds the namespace's kube-root-ca.crt config map, which
+// each kubelet reads at every pod sync (from a watch, with the default change-detection
+// strategy). The token itself is renewed only at 80 % of its hour, outside the window.
 func idlePod(node string, i int) *v1.Pod {
-	return testpods.Sleeper("", fmt.Sprintf("%s-%d", node, i), node, nil)
+	pod := testpods.Sleeper("", fmt.Sprintf("%s-%d", node, i), node, nil)
+	pod.Spec.AutomountServiceAccountToken = nil
+	return pod
 }
 
 // waitReady polls until want pods of ns are Ready and returns how many are.
