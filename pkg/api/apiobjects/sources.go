@@ -14,10 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/apimachinery/pkg/watch"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -97,24 +95,10 @@ func (s *Sources) watchSecretsAndConfigMaps(secretsTTL *ttlCache[*v1.Secret], co
 		idle = DefaultWatchIdle
 	}
 	core := s.client.CoreV1()
-	secrets := newWatchCache(secretsTTL, listWatchFuncs{
-		client: s.client,
-		list: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
-			return core.Secrets(ns).List(ctx, o)
-		},
-		watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
-			return core.Secrets(ns).Watch(ctx, o)
-		},
-	}, &v1.Secret{}, v1.Resource("secret"), idle, opts.Clock)
-	configMaps := newWatchCache(configMapsTTL, listWatchFuncs{
-		client: s.client,
-		list: func(ctx context.Context, ns string, o metav1.ListOptions) (runtime.Object, error) {
-			return core.ConfigMaps(ns).List(ctx, o)
-		},
-		watch: func(ctx context.Context, ns string, o metav1.ListOptions) (watch.Interface, error) {
-			return core.ConfigMaps(ns).Watch(ctx, o)
-		},
-	}, &v1.ConfigMap{}, v1.Resource("configmap"), idle, opts.Clock)
+	secrets := newWatchCache(secretsTTL, namespacedListWatch[*v1.SecretList](s.client, core.Secrets),
+		&v1.Secret{}, v1.Resource("secret"), idle, opts.Clock)
+	configMaps := newWatchCache(configMapsTTL, namespacedListWatch[*v1.ConfigMapList](s.client, core.ConfigMaps),
+		&v1.ConfigMap{}, v1.Resource("configmap"), idle, opts.Clock)
 	s.secrets, s.configMaps = secrets, configMaps
 	s.stop = []func(){secrets.Stop, configMaps.Stop}
 }

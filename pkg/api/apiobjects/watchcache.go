@@ -62,6 +62,23 @@ type objectWatch struct {
 	usedAt time.Time          // guarded by watchCache.mu
 }
 
+// namespacedListWatch lists and watches through a typed client's namespaced interface
+// (core.Secrets, core.ConfigMaps) and client, the clientset it belongs to.
+func namespacedListWatch[L runtime.Object, C interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}](client any, in func(namespace string) C) listWatchFuncs {
+	return listWatchFuncs{
+		client: client,
+		list: func(ctx context.Context, namespace string, opts metav1.ListOptions) (runtime.Object, error) {
+			return in(namespace).List(ctx, opts)
+		},
+		watch: func(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+			return in(namespace).Watch(ctx, opts)
+		},
+	}
+}
+
 func newWatchCache[T object](fallback *ttlCache[T], lw listWatchFuncs, example runtime.Object, resource schema.GroupResource, idle time.Duration, clk clock.Clock) *watchCache[T] {
 	return &watchCache[T]{fallback: fallback, lw: lw, example: example, resource: resource,
 		clock: clk, idle: idle, watches: map[types.NamespacedName]*objectWatch{}, lastSweep: clk.Now()}

@@ -304,7 +304,9 @@ func TestPostStartHookFailureKillsContainer(t *testing.T) {
 	}
 }
 
-func TestGetPodsGroupsByUID(t *testing.T) {
+// twoPodsOneExited starts pod a (one container) and pod b (two), and exits b's second.
+func twoPodsOneExited(t *testing.T) (*testEnv, *v1.Pod) {
+	t.Helper()
 	env := newTestEnv(t)
 	a, b := newPod("a", ctr("app")), newPod("b", ctr("app"), ctr("two"))
 	for _, p := range []*v1.Pod{a, b} {
@@ -313,6 +315,11 @@ func TestGetPodsGroupsByUID(t *testing.T) {
 		}
 	}
 	env.exitContainer(t, b, "two", 0, env.clock.Now())
+	return env, b
+}
+
+func TestGetPodsGroupsByUID(t *testing.T) {
+	env, _ := twoPodsOneExited(t)
 	all, err := env.m.GetPods(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -345,14 +352,7 @@ func TestGetPodsGroupsByUID(t *testing.T) {
 
 // GetPod lists one pod, exited containers included, and nothing of the others.
 func TestGetPodListsOnePod(t *testing.T) {
-	env := newTestEnv(t)
-	a, b := newPod("a", ctr("app")), newPod("b", ctr("app"), ctr("two"))
-	for _, p := range []*v1.Pod{a, b} {
-		if err := syncPod(t, env, p, nil).Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env.exitContainer(t, b, "two", 0, env.clock.Now())
+	env, b := twoPodsOneExited(t)
 	got, err := env.m.GetPod(context.Background(), b.UID)
 	if err != nil || got == nil {
 		t.Fatalf("GetPod(b) = %v, %v", got, err)
