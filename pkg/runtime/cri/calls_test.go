@@ -148,6 +148,32 @@ func TestGetContainerEventsUnimplemented(t *testing.T) {
 	}
 }
 
+// The runtime enforces the caller's deadline too (grpc-timeout, truncated to its unit), so
+// the stream can end with DeadlineExceeded a moment before ctx is done: that is still the
+// caller's deadline. The same code long before a deadline is the runtime's own error.
+func TestGetContainerEventsDeadlineFromTheRuntime(t *testing.T) {
+	f := newFakeCRI()
+	f.events = []*runtimeapi.ContainerEventResponse{}
+	f.eventsErr = status.Error(codes.DeadlineExceeded, "stream terminated by RST_STREAM with error code: CANCEL")
+	rs, _ := newTestClients(t, f)
+	for _, c := range []struct {
+		timeout time.Duration
+		want    func(error) bool
+	}{
+		{500 * time.Millisecond, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }},
+		{time.Minute, func(err error) bool {
+			return status.Code(err) == codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded)
+		}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		err := rs.GetContainerEvents(ctx, make(chan *runtimeapi.ContainerEventResponse, 1), nil)
+		cancel()
+		if !c.want(err) {
+			t.Errorf("deadline in %v: the stream ended with %v", c.timeout, err)
+		}
+	}
+}
+
 func TestGetContainerEventsStopsWithContext(t *testing.T) {
 	f := newFakeCRI()
 	f.events = []*runtimeapi.ContainerEventResponse{{ContainerId: "c1"}, {ContainerId: "c2"}}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -142,6 +145,10 @@ func (r *remoteRuntimeService) containerEventsEnded(ctx context.Context, msg str
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // the caller stopped watching
+	case status.Code(err) == codes.DeadlineExceeded && deadlineWithin(ctx, time.Second):
+		// The caller's deadline, which the runtime enforces too (sent as grpc-timeout,
+		// truncated to its unit): it can end the stream a moment before ctx is done.
+		return context.DeadlineExceeded
 	case errors.Is(err, io.EOF):
 		err = fmt.Errorf("container event stream closed by the runtime: %w", err)
 	default:
@@ -149,4 +156,10 @@ func (r *remoteRuntimeService) containerEventsEnded(ctx context.Context, msg str
 	}
 	r.logger.V(2).Info(msg, "err", err)
 	return err
+}
+
+// deadlineWithin reports whether ctx has a deadline less than d from now.
+func deadlineWithin(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < d
 }
