@@ -183,38 +183,28 @@ func imageID(id, ref string) string {
 // come from the newest sandbox when it is ready.
 func (m *Manager) GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*container.PodStatus, error) {
 	timestamp := m.clock.Now()
-	sandboxIDs, err := m.sandboxIDsOfPod(ctx, uid)
+	pod, err := m.GetPod(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	containerIDs, err := m.containerIDsOfPod(ctx, uid)
-	if err != nil {
-		outage.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
-		return nil, err
+	if pod == nil {
+		pod = &container.Pod{ID: uid}
 	}
-	return m.podStatus(ctx, uid, name, namespace, timestamp, sandboxIDs, containerIDs)
+	return m.podStatus(ctx, name, namespace, timestamp, pod)
 }
 
 // GetPodStatusOf is GetPodStatus of the sandboxes and containers a listing found for the
 // pod (GetPods, GetPod), without listing them again: the PLEG inspects a pod right after
 // listing it, and the second listing was half of its runtime calls.
 func (m *Manager) GetPodStatusOf(ctx context.Context, pod *container.Pod) (*container.PodStatus, error) {
-	timestamp := m.clock.Now()
-	sandboxIDs := make([]string, len(pod.Sandboxes))
-	for i, sb := range pod.Sandboxes { // newest first, as listings sort them
-		sandboxIDs[i] = sb.ID.ID
-	}
-	containerIDs := make([]string, len(pod.Containers))
-	for i, c := range pod.Containers {
-		containerIDs[i] = c.ID.ID
-	}
-	return m.podStatus(ctx, pod.ID, pod.Name, pod.Namespace, timestamp, sandboxIDs, containerIDs)
+	return m.podStatus(ctx, pod.Name, pod.Namespace, m.clock.Now(), pod)
 }
 
-// podStatus reads the statuses of the pod's sandboxes (newest first) and containers.
-func (m *Manager) podStatus(ctx context.Context, uid types.UID, name, namespace string, timestamp time.Time, sandboxIDs, containerIDs []string) (*container.PodStatus, error) {
-	status := &container.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: timestamp}
-	sandboxes, err := m.sandboxStatuses(ctx, sandboxIDs)
+// podStatus reads the statuses of the sandboxes (newest first, as listings sort them) and
+// containers listed for pod, stamped with timestamp.
+func (m *Manager) podStatus(ctx context.Context, name, namespace string, timestamp time.Time, pod *container.Pod) (*container.PodStatus, error) {
+	status := &container.PodStatus{ID: pod.ID, Name: name, Namespace: namespace, TimeStamp: timestamp}
+	sandboxes, err := m.sandboxStatuses(ctx, pod.Sandboxes)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +212,7 @@ func (m *Manager) podStatus(ctx context.Context, uid types.UID, name, namespace 
 	if len(sandboxes) > 0 && sandboxes[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
 		status.IPs = determinePodSandboxIPs(namespace, name, sandboxes[0])
 	}
-	status.ContainerStatuses, err = m.containerStatuses(ctx, containerIDs)
+	status.ContainerStatuses, err = m.containerStatuses(ctx, pod.Containers)
 	if err != nil {
 		outage.ErrorS(err, "getPodContainerStatuses for pod failed", "pod", klog.KRef(namespace, name))
 		return nil, err
@@ -232,10 +222,10 @@ func (m *Manager) podStatus(ctx context.Context, uid types.UID, name, namespace 
 
 // sandboxStatuses returns the statuses of the sandboxes, in the order given. A sandbox
 // removed since it was listed is skipped.
-func (m *Manager) sandboxStatuses(ctx context.Context, ids []string) ([]*runtimeapi.PodSandboxStatus, error) {
+func (m *Manager) sandboxStatuses(ctx context.Context, sandboxes []*container.Container) ([]*runtimeapi.PodSandboxStatus, error) {
 	var out []*runtimeapi.PodSandboxStatus
-	for _, id := range ids {
-		resp, err := m.runtime.PodSandboxStatus(ctx, id, false)
+	for _, sb := range sandboxes {
+		resp, err := m.runtime.PodSandboxStatus(ctx, sb.ID.ID, false)
 		if cri.IsNotFound(err) {
 			continue
 		}
@@ -267,27 +257,12 @@ func (m *Manager) sandboxIDsOfPod(ctx context.Context, uid types.UID) ([]string,
 	return ids, nil
 }
 
-// containerIDsOfPod lists the IDs of every container labelled with the pod's UID.
-func (m *Manager) containerIDsOfPod(ctx context.Context, uid types.UID) ([]string, error) {
-	containers, err := m.runtime.ListContainers(ctx, &runtimeapi.ContainerFilter{
-		LabelSelector: map[string]string{kubelettypes.KubernetesPodUIDLabel: string(uid)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(containers))
-	for i, c := range containers {
-		ids[i] = c.Id
-	}
-	return ids, nil
-}
-
 // containerStatuses reads the status of each container, newest first. A container
 // removed since it was listed is skipped.
-func (m *Manager) containerStatuses(ctx context.Context, ids []string) ([]*container.Status, error) {
+func (m *Manager) containerStatuses(ctx context.Context, containers []*container.Container) ([]*container.Status, error) {
 	statuses := []*container.Status{}
-	for _, id := range ids {
-		resp, err := m.runtime.ContainerStatus(ctx, id, false)
+	for _, c := range containers {
+		resp, err := m.runtime.ContainerStatus(ctx, c.ID.ID, false)
 		if cri.IsNotFound(err) {
 			continue
 		}
