@@ -19,6 +19,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // isolatedRig is a second containerd (its own socket, state, bridge and pod subnet) for
@@ -57,7 +61,38 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	isolatedEndpoint = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "CONTAINER_RUNTIME_ENDPOINT="))
-	os.Exit(m.Run())
+	started := time.Now()
+	code := m.Run()
+	reportNodesLeft(started)
+	os.Exit(code)
+}
+
+// reportNodesLeft names the Nodes the run created and left in the cluster: each test
+// deletes its nodes, and dead nodes left behind change what the node lifecycle
+// controller does for later tests (see addNotReadyNodes).
+func reportNodesLeft(since time.Time) {
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		return
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return
+	}
+	nodes, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: listing the nodes left: %v\n", err)
+		return
+	}
+	for _, n := range nodes.Items {
+		if n.CreationTimestamp.After(since) {
+			fmt.Fprintf(os.Stderr, "e2e: node %s, created %s, is left in the cluster\n", n.Name, n.CreationTimestamp.Format(time.TimeOnly))
+		}
+	}
 }
 
 // nodeletEndpoint is the CRI socket nodelet processes under test use.
