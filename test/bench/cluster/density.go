@@ -55,8 +55,12 @@ type densityResults struct {
 	// rss is each round's median RSS sample with the pods up; idleCPU its CPU in ms/s.
 	rss     map[string][]usage
 	idleCPU map[string][]float64
-	// floor is the same number of pods started by direct CRI calls on nodelet's rig.
-	floor []time.Duration
+	// floor is the same number of pods started by direct CRI calls on nodelet's rig, at
+	// once; pacedFloor the same, each pod started when the latest scale-up's pod of its
+	// rank reached the API (arrivals, offsets from the scale call), so that the ReplicaSet
+	// controller's seconds are not counted as a kubelet's.
+	floor, pacedFloor []time.Duration
+	arrivals          []time.Duration
 	// floorErr is why a raw run failed (110 sandboxes at once can outlast a CRI call's
 	// deadline on containerd 2.x): the kubelets' figures stand without a floor.
 	floorErr error
@@ -67,13 +71,17 @@ type densityResults struct {
 	// kubelet_runtime_operations_total's operation_type; nil if its metrics could not be
 	// read.
 	criCalls map[string]map[string]float64
+	// phases is the seconds nodelet's pods spent in each start-up phase over a bring-up
+	// (last round), from nodelet_pod_startup_*'s sums, "total" included; empty for a
+	// kubelet without those metrics.
+	phases map[string]map[string]float64
 }
 
 func newDensityResults() densityResults {
 	return densityResults{up: map[string][]time.Duration{}, down: map[string][]time.Duration{},
 		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{},
 		rss: map[string][]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
-		criCalls: map[string]map[string]float64{}}
+		criCalls: map[string]map[string]float64{}, phases: map[string]map[string]float64{}}
 }
 
 // density runs -density-rounds rounds of a full scale-up and scale-down on each kubelet
@@ -82,7 +90,7 @@ func (b *bench) density(ctx context.Context) error {
 	for round := range b.o.densityRounds {
 		step := func(k *kubelet) func() error { return func() error { return b.densityRound(ctx, k, round) } }
 		raw := func() error {
-			err := b.rawStep(ctx, fmt.Sprintf("raw-density-%d", round), b.o.densityPods, &b.results.density.floor)
+			err := b.densityFloors(ctx, round)
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "bench: raw CRI run of %d pods failed, no floor this round: %v\n", b.o.densityPods, err)
 				b.results.density.floorErr = err
@@ -95,6 +103,20 @@ func (b *bench) density(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// densityFloors times the containerd floor for the density pods: all at once, then paced
+// as the latest scale-up's pods arrived (the first round's raw step comes after both
+// kubelets', so there is always one).
+func (b *bench) densityFloors(ctx context.Context, round int) error {
+	r := &b.results.density
+	if err := b.rawStep(ctx, fmt.Sprintf("raw-density-%d", round), b.o.densityPods, &r.floor); err != nil {
+		return err
+	}
+	if len(r.arrivals) == 0 {
+		return nil
+	}
+	return b.rawPacedStep(ctx, fmt.Sprintf("raw-paced-%d", round), r.arrivals, &r.pacedFloor)
 }
 
 // densityRound is one round on k: Deployment created, scaled up, idle figures and heap
@@ -181,7 +203,7 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	opsBefore := b.criOperations(ctx, k)
+	metricsBefore := b.kubeletMetrics(ctx, k)
 	start := time.Now()
 	if err := b.scaleDeployment(ctx, k, name, b.o.densityPods); err != nil {
 		return nil, err
@@ -195,10 +217,13 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 		return nil, err
 	}
 	lastAdded, _ := b.tracker.latest(addedTimes, keys)
+	r.arrivals = b.tracker.offsets(addedTimes, keys, start)
 	r.up[k.name] = append(r.up[k.name], at.Sub(start))
 	r.created[k.name] = append(r.created[k.name], lastAdded.Sub(start))
 	r.upCPU[k.name] = append(r.upCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
-	r.criCalls[k.name] = countersSince(opsBefore, b.criOperations(ctx, k))
+	metricsAfter := b.kubeletMetrics(ctx, k)
+	r.criCalls[k.name] = countersSince(criOperations(metricsBefore), criOperations(metricsAfter))
+	r.phases[k.name] = countersSince(startupPhases(metricsBefore), startupPhases(metricsAfter))
 	progress(k, "scaled up", keys, start, at)
 	return keys, nil
 }
@@ -299,15 +324,56 @@ func (b *bench) kubeletGet(ctx context.Context, k *kubelet, path string) ([]byte
 	return body, nil
 }
 
-// criOperations reads k's kubelet_runtime_operations_total by operation type; nil (and a
-// note) when its metrics cannot be read: the other figures stand without them.
-func (b *bench) criOperations(ctx context.Context, k *kubelet) map[string]float64 {
+// kubeletMetrics reads k's /metrics; "" (and a note) when they cannot be read: the
+// other figures stand without them.
+func (b *bench) kubeletMetrics(ctx context.Context, k *kubelet) string {
 	body, err := b.kubeletGet(ctx, k, "/metrics")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %-8s metrics: %v\n", k.name, err)
+		return ""
+	}
+	return string(body)
+}
+
+// criOperations is kubelet_runtime_operations_total by operation type; nil without metrics.
+func criOperations(metrics string) map[string]float64 {
+	if metrics == "" {
 		return nil
 	}
-	return counterByLabel(string(body), "kubelet_runtime_operations_total", "operation_type")
+	return counterByLabel(metrics, "kubelet_runtime_operations_total", "operation_type")
+}
+
+// startupPhases is the seconds spent in each of nodelet's pod start-up phases, and in all
+// ("total"), summed over the pods recorded; nil without metrics.
+func startupPhases(metrics string) map[string]float64 {
+	if metrics == "" {
+		return nil
+	}
+	out := counterByLabel(metrics, "nodelet_pod_startup_phase_duration_seconds_sum", "phase")
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, "nodelet_pod_startup_duration_seconds_sum "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				out["total"] = f
+			}
+		}
+	}
+	return out
+}
+
+// phasesLine is the mean seconds per pod in each start-up phase, in start-up order, and
+// what no phase covers (waiting for the pod worker, the PLEG, the API).
+func phasesLine(phases map[string]float64, n int) string {
+	if len(phases) == 0 {
+		return ""
+	}
+	var parts []string
+	accounted := 0.0
+	for _, ph := range []string{"admission", "volumes", "sandbox", "image_pull", "container_create", "container_start", "init_containers", "readiness"} {
+		accounted += phases[ph]
+		parts = append(parts, fmt.Sprintf("%s %.2f", ph, phases[ph]/float64(n)))
+	}
+	parts = append(parts, fmt.Sprintf("other %.2f", max(phases["total"]-accounted, 0)/float64(n)))
+	return fmt.Sprintf("total %.2f s a pod = %s", phases["total"]/float64(n), strings.Join(parts, ", "))
 }
 
 // counterByLabel sums a counter's samples in Prometheus text by the value of one label.
@@ -452,7 +518,14 @@ func (b *bench) printDensityContext(out io.Writer) {
 	} else {
 		floor := median(r.floor)
 		fmt.Fprintf(out, "  containerd floor, %d pods at once by direct CRI calls on nodelet's rig (nodelet frozen): %.2f s (median of %d: %s)\n", n, floor.Seconds(), len(r.floor), seconds(r.floor))
-		fmt.Fprintf(out, "  each kubelet's overhead above the floor (scale-up → all Ready, less the floor): %s\n",
+		fmt.Fprintf(out, "  each kubelet's overhead above it (scale-up → all Ready, less the floor; counts the ReplicaSet controller's part): %s\n",
+			overheadLine(median(r.up["nodelet"])-floor, median(r.up["upstream"])-floor, 0.5))
+	}
+	if len(r.pacedFloor) > 0 {
+		floor := median(r.pacedFloor)
+		fmt.Fprintf(out, "  containerd floor paced as the pods reached the API (each pod started when its rank's pod of the latest scale-up was created, the last at %.2f s): %.2f s (median of %d: %s)\n",
+			r.arrivals[len(r.arrivals)-1].Seconds(), floor.Seconds(), len(r.pacedFloor), seconds(r.pacedFloor))
+		fmt.Fprintf(out, "  each kubelet's own overhead, above the paced floor: %s\n",
 			overheadLine(median(r.up["nodelet"])-floor, median(r.up["upstream"])-floor, 0.5))
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
@@ -463,6 +536,11 @@ func (b *bench) printDensityContext(out io.Writer) {
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
 		fmt.Fprintf(out, "  %-8s CRI calls to bring them up (last round): %s\n", name, criCallsLine(r.criCalls[name], n))
+	}
+	for _, name := range []string{"nodelet", "upstream"} {
+		if line := phasesLine(r.phases[name], n); line != "" {
+			fmt.Fprintf(out, "  %-8s start-up phases, mean of the %d pods (last round, nodelet_pod_startup_*): %s\n", name, n, line)
+		}
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
 		fmt.Fprintf(out, "  heap profile of %s with %d pods, top 10 by inuse_space (%s):\n", name, n, orNone(r.heapFile[name], "kept with -keep-logs"))

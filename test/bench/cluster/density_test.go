@@ -1,8 +1,10 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The Deployment starts empty, and its pods are benchPods the tracker sees (bench label)
@@ -62,5 +64,37 @@ kubelet_runtime_operations_errors_total{operation_type="run_podsandbox"} 7
 	}
 	if line := criCallsLine(map[string]float64{"list_containers": 220, "run_podsandbox": 110}, 110); !strings.Contains(line, "330 in all, 3.0 a pod") || !strings.Contains(line, "list_containers 2.0") {
 		t.Errorf("criCallsLine = %q", line)
+	}
+}
+
+func TestOffsetsAreSortedFromStartWithoutMissingKeys(t *testing.T) {
+	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	tr := &tracker{added: map[string]time.Time{
+		"ns/b": start.Add(3 * time.Second),
+		"ns/a": start.Add(time.Second),
+		"ns/c": start.Add(-time.Second), // seen before the clock: at the start
+	}}
+	got := tr.offsets(addedTimes, []string{"ns/a", "ns/b", "ns/c", "ns/missing"}, start)
+	want := []time.Duration{0, time.Second, 3 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("offsets %v, want %v", got, want)
+	}
+}
+
+func TestStartupPhasesMeanPerPodWithOther(t *testing.T) {
+	metrics := `nodelet_pod_startup_phase_duration_seconds_sum{phase="sandbox"} 4
+nodelet_pod_startup_phase_duration_seconds_sum{phase="readiness"} 2
+nodelet_pod_startup_phase_duration_seconds_count{phase="sandbox"} 2
+nodelet_pod_startup_duration_seconds_sum 10
+nodelet_pod_startup_duration_seconds_count 2
+`
+	line := phasesLine(startupPhases(metrics), 2)
+	for _, want := range []string{"total 5.00 s a pod", "sandbox 2.00", "readiness 1.00", "other 2.00"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("phasesLine = %q, want %q in it", line, want)
+		}
+	}
+	if phasesLine(startupPhases(""), 2) != "" {
+		t.Error("a kubelet without the metrics has a phases line")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -157,6 +158,22 @@ func (t *tracker) latest(which func(*tracker) map[string]time.Time, keys []strin
 		}
 	}
 	return last, missing
+}
+
+// offsets returns, sorted, how long after start each key's time in the map which selects
+// came; keys without one are left out.
+func (t *tracker) offsets(which func(*tracker) map[string]time.Time, keys []string, start time.Time) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := which(t)
+	var out []time.Duration
+	for _, k := range keys {
+		if at, ok := m[k]; ok {
+			out = append(out, max(0, at.Sub(start)))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func addedTimes(t *tracker) map[string]time.Time { return t.added }

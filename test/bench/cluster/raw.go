@@ -20,7 +20,7 @@ import (
 
 // The containerd floor: the same pods started with direct CRI calls (RunPodSandbox,
 // CreateContainer, StartContainer; configs made before the clock), one pod and -pods at
-// once, on nodelet's rig. No kubelet can start pods faster than its runtime, so this says
+// once (or paced as a scale-up's pods reached the API), on nodelet's rig. No kubelet can start pods faster than its runtime, so this says
 // how much of each figure is the kubelet's own. nodelet is frozen (SIGSTOP) for each run, a
 // few seconds at most: it would rightly remove pods nobody asked it for.
 
@@ -29,18 +29,27 @@ func (b *bench) rawCgroupRoot() string { return b.nodelet.cgroupRoot + "-raw" }
 
 // rawStep starts n pods by direct CRI calls, notes how long that took, and pauses.
 func (b *bench) rawStep(ctx context.Context, prefix string, n int, into *[]time.Duration) error {
-	d, err := b.rawRun(ctx, b.rawRuntime, prefix, n)
+	return b.rawPacedStep(ctx, prefix, make([]time.Duration, n), into)
+}
+
+// rawPacedStep is rawStep with pod i started at offset at[i] from the clock's start, as
+// the pods of a scale-up reach the API over seconds: no kubelet can start a pod before
+// it sees it.
+func (b *bench) rawPacedStep(ctx context.Context, prefix string, at []time.Duration, into *[]time.Duration) error {
+	d, err := b.rawRun(ctx, b.rawRuntime, prefix, at)
 	if err != nil {
 		return err
 	}
 	*into = append(*into, d)
-	fmt.Fprintf(os.Stderr, "bench: raw CRI %s (%d pods): %.3f s\n", prefix, n, d.Seconds())
+	fmt.Fprintf(os.Stderr, "bench: raw CRI %s (%d pods): %.3f s\n", prefix, len(at), d.Seconds())
 	return b.pause(ctx)
 }
 
-// rawRun starts n pods at once with nodelet frozen, returns how long until the last
-// StartContainer returned, and removes them before nodelet resumes.
-func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefix string, n int) (time.Duration, error) {
+// rawRun starts len(at) pods, pod i at offset at[i], with nodelet frozen, returns how long
+// from the start until the last StartContainer returned, and removes them before nodelet
+// resumes.
+func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefix string, at []time.Duration) (time.Duration, error) {
+	n := len(at)
 	pods := make([]rawPod, n)
 	for i := range pods {
 		p, err := b.newRawPod(ctx, fmt.Sprintf("%s-%d", prefix, i))
@@ -58,7 +67,10 @@ func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefi
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range pods {
-		wg.Go(func() { errs[i] = pods[i].start(ctx, rs) })
+		wg.Go(func() {
+			time.Sleep(time.Until(start.Add(at[i])))
+			errs[i] = pods[i].start(ctx, rs)
+		})
 	}
 	wg.Wait()
 	took := time.Since(start)
