@@ -132,9 +132,9 @@ func TestSyncThatChangedThePodRelistsIt(t *testing.T) {
 	rt := &fakeRuntime{}
 	k := newTestKubelet(rt, &fakeVolumes{}, &ready)
 	plegs := k.deps.PLEG.(*fakePLEG)
-	// What the runtime manager returns for a pod with nothing to do: the sandbox config
-	// it builds on every sync.
-	rt.result = container.PodSyncResult{SyncResults: []*container.SyncResult{container.NewSyncResult(container.ConfigPodSandbox, "sandbox")}}
+	// What the runtime manager returns for a pod with nothing to do: no result. (Building
+	// the sandbox config, which a sync that starts something reports, changes nothing.)
+	rt.result = container.PodSyncResult{}
 	quiet := testPod("quiet", "quiet")
 	k.handlePodAdditions([]*v1.Pod{quiet})
 	eventually(t, "first sync", func() bool { return rt.syncCount(quiet.UID) == 1 })

@@ -107,11 +107,10 @@ func recordUserNamespacedStart(pod *v1.Pod, result container.PodSyncResult) {
 	}
 }
 
-// changedRuntime reports whether a sync did anything to the pod in the runtime. Every
-// sync that gets past killing records ConfigPodSandbox (it builds the sandbox config, as
-// upstream), so a pod with nothing to do has that one result: no reason to relist it.
-// The once-a-minute resync of every pod used to relist each one (a runtime listing per
-// pod and minute).
+// changedRuntime reports whether a sync did anything to the pod in the runtime. Building
+// the sandbox config (ConfigPodSandbox) changes nothing, so a pod with nothing to do has
+// no other result: no reason to relist it. The once-a-minute resync of every pod used to
+// relist each one (a runtime listing per pod and minute).
 func changedRuntime(result container.PodSyncResult) bool {
 	for _, r := range result.SyncResults {
 		if r.Action != container.ConfigPodSandbox {

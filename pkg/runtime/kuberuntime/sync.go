@@ -75,6 +75,16 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		}
 	}
 
+	if changes.needsResize() {
+		result.AddSyncResult(m.resizePod(ctx, pod, &changes))
+	}
+	// The sandbox config is built only to start containers, as upstream's does: building
+	// it resolves the pod's DNS, which warns (MissingClusterDNS, to the pod and the node)
+	// on every call for a ClusterFirst pod when no clusterDNS is configured; at every
+	// resync of every pod that was an event a second with 110 pods.
+	if !hasContainersToStart(changes) {
+		return result
+	}
 	configResult := container.NewSyncResult(container.ConfigPodSandbox, sandboxID)
 	result.AddSyncResult(configResult)
 	sandboxConfig, err := m.generateSandboxConfig(ctx, pod, changes.Attempt)
@@ -82,10 +92,6 @@ func (m *Manager) SyncPod(ctx context.Context, pod *v1.Pod, podStatus *container
 		klog.ErrorS(err, "GeneratePodSandboxConfig for pod failed", "pod", klog.KObj(pod))
 		configResult.Fail(container.ErrConfigPodSandbox, fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", podFullName(pod), err))
 		return result
-	}
-
-	if changes.needsResize() {
-		result.AddSyncResult(m.resizePod(ctx, pod, &changes))
 	}
 	s := &podStarter{m: m, pod: pod, status: podStatus, sandboxID: sandboxID, sandboxConfig: sandboxConfig,
 		podIPs: podIPs, pullSecrets: pullSecrets, backOff: backOff, result: &result}
@@ -126,7 +132,11 @@ func (m *Manager) killForSync(ctx context.Context, pod *v1.Pod, status *containe
 }
 
 func hasWorkToStart(c podActions) bool {
-	return c.CreateSandbox || len(c.InitContainersToStart)+len(c.ContainersToStart)+len(c.EphemeralContainersToStart) > 0
+	return c.CreateSandbox || hasContainersToStart(c)
+}
+
+func hasContainersToStart(c podActions) bool {
+	return len(c.InitContainersToStart)+len(c.ContainersToStart)+len(c.EphemeralContainersToStart) > 0
 }
 
 // canMountVolumes refuses to start a pod with volumes when there is no volume manager to

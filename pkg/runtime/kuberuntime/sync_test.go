@@ -509,3 +509,37 @@ func TestSyncPodChecksRunAsNonRootAgainstTheImageUser(t *testing.T) {
 		}
 	}
 }
+
+// countingDNS counts the DNS lookups the sandbox configs made.
+type countingDNS struct{ calls int }
+
+func (d *countingDNS) GetPodDNS(*v1.Pod) (*runtimeapi.DNSConfig, error) {
+	d.calls++
+	return &runtimeapi.DNSConfig{}, nil
+}
+
+// A sync with nothing to start builds no sandbox config: that resolves the pod's DNS,
+// which warns on every call when no clusterDNS is configured (upstream builds it only to
+// start containers too). Nor does such a sync report any result.
+func TestSyncPodWithNothingToStartBuildsNoSandboxConfig(t *testing.T) {
+	dns := &countingDNS{}
+	env := newTestEnv(t, func(o *Options) { o.DNS = dns })
+	pod := newPod("steady", ctr("app"))
+	if err := syncPod(t, env, pod, nil).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if dns.calls == 0 {
+		t.Fatal("starting the pod looked up no DNS config")
+	}
+	before := dns.calls
+	r := syncPod(t, env, pod, nil)
+	if err := r.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if dns.calls != before {
+		t.Errorf("a sync with nothing to start looked up the DNS config %d more times", dns.calls-before)
+	}
+	if len(r.SyncResults) != 0 {
+		t.Errorf("a sync with nothing to start reported %+v", r.SyncResults)
+	}
+}
