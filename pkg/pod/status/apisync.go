@@ -79,27 +79,33 @@ func (s *APISyncer) SyncPodStatus(ctx context.Context, u PodStatusUpdate) (bool,
 
 // NeedsReconcile implements PodStatusSyncer: an acknowledged status is offered again when
 // the pod as last seen from the API shows another status (someone else wrote it, or an
-// update was lost), or when the pod can now be deleted.
-func (s *APISyncer) NeedsReconcile(u PodStatusUpdate) bool {
+// update was lost), or when the pod can now be deleted. A status found consistent with the
+// pod at a resourceVersion is not compared again until the pod changes: the comparison
+// (a deep copy and a deep compare per pod every 10 s) was a tenth of an idle nodelet's CPU
+// with 110 pods.
+func (s *APISyncer) NeedsReconcile(u PodStatusUpdate) (bool, string) {
 	pod, ok := s.pods.GetPodByUID(u.UID)
 	if !ok {
-		return false
+		return false, ""
 	}
 	if !isMirrorOrStatic(pod) && canBeDeleted(pod, u.PodIsFinished) {
-		return true
+		return true, ""
 	}
 	if kubetypes.IsStaticPod(pod) {
 		if pod, ok = s.pods.GetMirrorPodByPod(pod); !ok {
-			return false
+			return false, ""
 		}
+	}
+	if u.ConsistentWith != "" && u.ConsistentWith == pod.ResourceVersion {
+		return false, u.ConsistentWith
 	}
 	apiStatus := pod.Status.DeepCopy()
 	normalizeStatus(pod, apiStatus)
 	if statusByKubeletEqual(apiStatus, &u.Status) {
-		return false
+		return false, pod.ResourceVersion
 	}
 	klog.V(3).InfoS("Pod status is inconsistent with cached status for pod, a reconciliation should be triggered", "pod", klog.KObj(pod))
-	return true
+	return true, ""
 }
 
 func isMirrorOrStatic(pod *v1.Pod) bool {

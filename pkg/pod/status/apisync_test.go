@@ -166,28 +166,54 @@ func TestAPISyncerWritesStaticPodStatusToItsMirror(t *testing.T) {
 	if got.Status.Phase != v1.PodRunning {
 		t.Errorf("mirror phase %q, want the static pod's Running", got.Status.Phase)
 	}
-	if !s.NeedsReconcile(update("static-uid", v1.PodPending, false)) == false {
-		// the mirror in the lookup still shows Pending: equal, nothing to reconcile
-	}
-	if s.NeedsReconcile(update("static-uid", v1.PodPending, false)) {
+	// The mirror in the lookup still shows Pending.
+	if needs, _ := s.NeedsReconcile(update("static-uid", v1.PodPending, false)); needs {
 		t.Error("reconcile asked although the mirror shows the same status")
 	}
-	if !s.NeedsReconcile(update("static-uid", v1.PodRunning, false)) {
+	if needs, _ := s.NeedsReconcile(update("static-uid", v1.PodRunning, false)); !needs {
 		t.Error("no reconcile although the mirror shows another phase")
+	}
+}
+
+// A status found consistent with the pod at a resourceVersion is not compared again while
+// the pod keeps that resourceVersion; once the pod changes it is.
+func TestAPISyncerComparesAgainOnlyWhenThePodChanged(t *testing.T) {
+	pod := apiPod("u1", v1.PodRunning)
+	pod.ResourceVersion = "7"
+	s, _, lookup := newSyncerFixture(false, pod)
+	needs, consistentWith := s.NeedsReconcile(update("u1", v1.PodRunning, false))
+	if needs || consistentWith != "7" {
+		t.Fatalf("NeedsReconcile = %v, %q; want false, the pod's resourceVersion", needs, consistentWith)
+	}
+	// Another status passed as consistent with version 7 is not compared (the manager
+	// passes the answer back only for the status version it was given for).
+	u := update("u1", v1.PodFailed, false)
+	u.ConsistentWith = consistentWith
+	if needs, _ := s.NeedsReconcile(u); needs {
+		t.Error("compared again although the pod had not changed")
+	}
+	changed := pod.DeepCopy()
+	changed.ResourceVersion = "8"
+	lookup.pods["u1"] = changed
+	if needs, _ := s.NeedsReconcile(u); !needs {
+		t.Error("not compared again after the pod changed")
 	}
 }
 
 func TestAPISyncerReconcilesDeletionOfFinishedPod(t *testing.T) {
 	pod := apiPod("u1", v1.PodSucceeded)
+	pod.ResourceVersion = "1"
 	s, _, lookup := newSyncerFixture(false, pod)
-	if s.NeedsReconcile(update("u1", v1.PodSucceeded, true)) {
+	if needs, _ := s.NeedsReconcile(update("u1", v1.PodSucceeded, true)); needs {
 		t.Error("reconcile asked for a finished pod nobody deletes")
 	}
 	now := metav1.NewTime(time.Now())
 	deleting := pod.DeepCopy()
 	deleting.DeletionTimestamp = &now
 	lookup.pods["u1"] = deleting
-	if !s.NeedsReconcile(update("u1", v1.PodSucceeded, true)) {
+	u := update("u1", v1.PodSucceeded, true)
+	u.ConsistentWith = pod.ResourceVersion // a deletion is offered whatever was compared
+	if needs, _ := s.NeedsReconcile(u); !needs {
 		t.Error("a finished pod being deleted is not offered again for deletion")
 	}
 }

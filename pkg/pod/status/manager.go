@@ -55,6 +55,9 @@ type PodStatusUpdate struct {
 	// pod being deleted can be removed from the API server.
 	PodIsFinished bool
 	Status        v1.PodStatus
+	// ConsistentWith is what NeedsReconcile last returned for this version of the status
+	// ("": nothing): the syncer may skip comparing again while it still holds.
+	ConsistentWith string
 	// changedAt is when the first change not yet acknowledged by the syncer was made.
 	changedAt time.Time
 }
@@ -69,7 +72,10 @@ type PodStatusSyncer interface {
 	SyncPodStatus(ctx context.Context, update PodStatusUpdate) (forget bool, err error)
 	// NeedsReconcile is asked on every periodic pass about acknowledged statuses: true
 	// offers the status again (the API shows something else, or the pod can be deleted).
-	NeedsReconcile(update PodStatusUpdate) bool
+	// When false it may say what it found the status consistent with (the API object's
+	// resourceVersion), which the next pass passes back as update.ConsistentWith while
+	// the status's version is the same.
+	NeedsReconcile(update PodStatusUpdate) (needs bool, consistentWith string)
 }
 
 // syncPeriod is how often every unacknowledged status is offered to the syncer again.
@@ -88,6 +94,8 @@ type versionedStatus struct {
 	// changedAt is when the first change not yet acknowledged by the syncer was made:
 	// kubelet_pod_status_sync_duration_seconds runs from there to the acknowledgement.
 	changedAt time.Time
+	// consistentWith is NeedsReconcile's answer for this version (see PodStatusUpdate).
+	consistentWith string
 }
 
 type manager struct {

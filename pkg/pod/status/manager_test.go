@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -373,7 +374,39 @@ func (f *fakeSyncer) SyncPodStatus(_ context.Context, u PodStatusUpdate) (bool, 
 	return false, nil
 }
 
-func (f *fakeSyncer) NeedsReconcile(PodStatusUpdate) bool { return false }
+func (f *fakeSyncer) NeedsReconcile(PodStatusUpdate) (bool, string) { return false, "" }
+
+// consistentSyncer acknowledges every update and finds every status consistent with "rv",
+// recording what each NeedsReconcile was passed.
+type consistentSyncer struct{ passed []string }
+
+func (c *consistentSyncer) SyncPodStatus(context.Context, PodStatusUpdate) (bool, error) {
+	return false, nil
+}
+
+func (c *consistentSyncer) NeedsReconcile(u PodStatusUpdate) (bool, string) {
+	c.passed = append(c.passed, u.ConsistentWith)
+	return false, "rv"
+}
+
+// What NeedsReconcile found a status consistent with is passed back on the next full
+// pass, and only for the same version of the status.
+func TestNeedsReconcileAnswerKeptForTheSameStatusVersion(t *testing.T) {
+	syncer := &consistentSyncer{}
+	m, _ := testManager(syncer)
+	pod := testPod(v1.RestartPolicyAlways, "a")
+	ctx := context.Background()
+	m.SetPodStatus(pod, runningPodStatus(pod))
+	m.syncBatch(ctx, false)
+	m.syncBatch(ctx, true)
+	m.syncBatch(ctx, true)
+	m.TerminatePod(pod) // a new version
+	m.syncBatch(ctx, false)
+	m.syncBatch(ctx, true)
+	if want := []string{"", "rv", ""}; !slices.Equal(syncer.passed, want) {
+		t.Errorf("NeedsReconcile was passed %q, want %q", syncer.passed, want)
+	}
+}
 
 func TestSyncerGetsUpdatesAndRetries(t *testing.T) {
 	syncer := &fakeSyncer{failing: true, synced: make(chan struct{}, 10)}

@@ -101,8 +101,8 @@ func (m *manager) forget(uid types.UID) {
 // unacknowledged copies out, under the lock, the statuses the syncer has not acknowledged
 // and, on a full pass, those it asks to reconcile.
 func (m *manager) unacknowledged(all bool) []PodStatusUpdate {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock() // NeedsReconcile's answers are kept
+	defer m.mu.Unlock()
 	if all {
 		for uid := range m.apiVersions {
 			if _, ok := m.statuses[uid]; !ok {
@@ -115,9 +115,18 @@ func (m *manager) unacknowledged(all bool) []PodStatusUpdate {
 		u := PodStatusUpdate{
 			UID: uid, Name: s.pod.Name, Namespace: s.pod.Namespace,
 			Version: s.version, PodIsFinished: s.podIsFinished, Status: s.status, changedAt: s.changedAt,
+			ConsistentWith: s.consistentWith,
 		}
-		if m.apiVersions[uid] >= s.version && !(all && m.syncer.NeedsReconcile(u)) {
-			continue
+		if m.apiVersions[uid] >= s.version {
+			if !all {
+				continue
+			}
+			needs, consistentWith := m.syncer.NeedsReconcile(u)
+			if !needs {
+				s.consistentWith = consistentWith
+				m.statuses[uid] = s
+				continue
+			}
 		}
 		u.Status = *s.status.DeepCopy()
 		out = append(out, u)
