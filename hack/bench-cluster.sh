@@ -3,7 +3,7 @@
 # each on a containerd of its own, joined to the project's control plane (see
 # test/bench/cluster). The bench brings up the control plane and its two rigs
 # (/run/nodelet-bench-a, /run/nodelet-bench-b) itself, and removes all it made but the
-# control plane. Expects bin/nodelet (make bench builds it).
+# control plane. Expects bin/nodelet (make bench builds it; the output names its build).
 #
 # Environment (defaults):
 #   UPSTREAM_KUBELET=/var/cache/nodelet/k8s-v1.37.2/bin/kubelet   built when missing

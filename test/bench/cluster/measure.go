@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -372,6 +373,8 @@ func (b *bench) podRows() []row {
 
 func (b *bench) print(out *os.File) {
 	fmt.Fprintf(out, "cluster mode: nodelet vs upstream's kubelet v1.37.2, one run, one control plane, a containerd each\n")
+	// The script runs bin/nodelet as it finds it: the figures name the build they measured.
+	fmt.Fprintf(out, "nodelet measured: %s (%s)\n", binaryVersion(b.o.nodeletBin), b.o.nodeletBin)
 	fmt.Fprintf(out, "pods: %s, pinned with spec.nodeName, no probe; times from the API call to the watch event; rounds alternate; scenarios: %s\n", image, strings.Join(b.o.scenarioList(), ", "))
 	fmt.Fprintf(out, "load average (1, 5, 15 min) at the start %s, at the end %s (2 cores, shared)\n\n", b.results.loadBefore, b.results.loadAfter)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -494,4 +497,14 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// binaryVersion is what bin --version prints (nodelet: the commit it was built from), or
+// why it printed nothing.
+func binaryVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "version unknown: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
 }
