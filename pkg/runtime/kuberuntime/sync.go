@@ -283,10 +283,9 @@ type podStarter struct {
 
 func (s *podStarter) startAll(ctx context.Context, changes podActions) {
 	pod := s.pod
-	// The image volumes are pulled before any container starts, and only when one does.
-	if len(containersToStart(pod, changes)) > 0 {
-		s.imagePulls = s.m.pullImageVolumes(ctx, s)
-	}
+	// The image volumes are pulled before any container starts (SyncPod calls startAll
+	// only when one does).
+	s.imagePulls = s.m.pullImageVolumes(ctx, s)
 	// Ephemeral containers go first so a debugging container can run even when an init
 	// container keeps failing.
 	for _, idx := range changes.EphemeralContainersToStart {
