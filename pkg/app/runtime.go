@@ -46,7 +46,10 @@ func connectRuntime(ctx context.Context, opts *config.Options, reg prometheus.Re
 	// The clients' error lines go through the outage gate: one line per outage, not one
 	// per failed call.
 	logger := cri.WithLogger(outage.Default.Logger(klog.Background()))
-	clientOpts := append([]cri.Option{cri.WithMetrics(criMetrics), logger}, criTracing(tp)...)
+	// One connection per socket: after a runtime restart, the image client is back as
+	// soon as the runtime answers the health check.
+	pool := cri.WithConnPool(cri.NewConnPool())
+	clientOpts := append([]cri.Option{cri.WithMetrics(criMetrics), logger, pool}, criTracing(tp)...)
 	runtime, err := cri.NewRemoteRuntimeService(ctx, cfg.ContainerRuntimeEndpoint, runtimeConnectTimeout, timeout, clientOpts...)
 	if err != nil {
 		return nil, nil, err

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodelet/nodelet/pkg/outage"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -215,7 +217,9 @@ func (m *Manager) summary(ctx context.Context, full bool) (*statsapi.Summary, er
 func (m *Manager) synchronize(ctx context.Context) []*v1.Pod {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	logger := klog.FromContext(ctx)
+	// The summary needs the runtime: while it is down, the outage gate keeps these
+	// errors to its own lines instead of one every monitoring interval.
+	logger := outage.Default.Logger(klog.FromContext(ctx))
 	if len(m.cfg.Thresholds) == 0 && !m.cfg.LocalStorageCapacityIsolation {
 		return nil
 	}
@@ -380,7 +384,7 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, s Signal) bool {
 	if len(funcs) == 0 {
 		return false
 	}
-	logger := klog.FromContext(ctx)
+	logger := outage.Default.Logger(klog.FromContext(ctx))
 	for _, reclaim := range funcs {
 		if err := reclaim(ctx); err != nil {
 			logger.Info("Eviction manager: unexpected error when attempting to reduce resource pressure", "resourceName", signalInfos[s].resource, "err", err)

@@ -124,6 +124,14 @@ func startFakeCRI(t *testing.T, f *fakeCRI) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket := filepath.Join(dir, "cri.sock")
+	serveFakeCRI(t, f, socket)
+	return "unix://" + socket
+}
+
+// serveFakeCRI serves f on socket until the test ends or f.server is stopped; a stopped
+// server's socket is gone, and serving again on it is a runtime restart.
+func serveFakeCRI(t *testing.T, f *fakeCRI, socket string) {
+	t.Helper()
 	lis, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +153,6 @@ func startFakeCRI(t *testing.T, f *fakeCRI) string {
 	f.mu.Unlock()
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return "unix://" + socket
 }
 
 // newTestClients starts a fake CRI server and connects both clients to it.

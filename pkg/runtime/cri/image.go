@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -16,10 +15,10 @@ import (
 // remoteImageService is internalapi.ImageManagerService over a CRI v1 gRPC
 // connection.
 type remoteImageService struct {
-	client  runtimeapi.ImageServiceClient
-	conn    *grpc.ClientConn
-	timeout time.Duration
-	logger  klog.Logger
+	client    runtimeapi.ImageServiceClient
+	closeConn func() error
+	timeout   time.Duration
+	logger    klog.Logger
 }
 
 var _ internalapi.ImageManagerService = (*remoteImageService)(nil)
@@ -30,22 +29,22 @@ var _ internalapi.ImageManagerService = (*remoteImageService)(nil)
 // PullImage. Use ImageEndpointOrDefault when no image endpoint is configured.
 func NewRemoteImageService(ctx context.Context, endpoint string, connectionTimeout, requestTimeout time.Duration, opts ...Option) (internalapi.ImageManagerService, error) {
 	o := buildOptions(opts)
-	conn, connectionTimeout, err := dialService(o, "image", endpoint, connectionTimeout, requestTimeout)
+	conn, closeConn, connectionTimeout, err := dialService(o, "image", endpoint, connectionTimeout, requestTimeout)
 	if err != nil {
 		return nil, err
 	}
 	r := &remoteImageService{
-		client:  runtimeapi.NewImageServiceClient(conn),
-		conn:    conn,
-		timeout: requestTimeout,
-		logger:  o.logger,
+		client:    runtimeapi.NewImageServiceClient(conn),
+		closeConn: closeConn,
+		timeout:   requestTimeout,
+		logger:    o.logger,
 	}
 	err = checkCRIv1(ctx, o.logger, "image", endpoint, connectionTimeout, func(ctx context.Context) error {
 		_, err := r.client.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
 		return err
 	})
 	if err != nil {
-		_ = conn.Close()
+		_ = closeConn()
 		return nil, err
 	}
 	if o.metrics != nil {
@@ -62,7 +61,7 @@ func (r *remoteImageService) trace(msg string, keysAndValues ...any) {
 
 // Close closes the gRPC connection.
 func (r *remoteImageService) Close(context.Context) error {
-	return r.conn.Close()
+	return r.closeConn()
 }
 
 // ListImages returns the images that match filter.

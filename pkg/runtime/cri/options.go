@@ -19,6 +19,8 @@ type options struct {
 	metrics *Metrics
 	// tracerProvider, when set, makes every call a span (see WithTracerProvider).
 	tracerProvider trace.TracerProvider
+	// pool, when set, shares one connection among the clients of a socket.
+	pool *ConnPool
 }
 
 // WithLogger sets the logger for errors and V(10) request tracing. The
@@ -31,6 +33,12 @@ func WithLogger(logger klog.Logger) Option {
 // identical per-container errors; tests pass a fake one.
 func WithClock(c clock.PassiveClock) Option {
 	return func(o *options) { o.clock = c }
+}
+
+// WithConnPool makes the client share its connection with the pool's other clients of
+// the same socket (see ConnPool).
+func WithConnPool(p *ConnPool) Option {
+	return func(o *options) { o.pool = p }
 }
 
 // WithMetrics wraps the returned client so that every call is recorded in m

@@ -17,10 +17,10 @@ import (
 // remoteRuntimeService is internalapi.RuntimeService over a CRI v1 gRPC
 // connection. Its methods are spread over runtime_*.go by topic.
 type remoteRuntimeService struct {
-	client  runtimeapi.RuntimeServiceClient
-	conn    *grpc.ClientConn
-	timeout time.Duration // the kubelet's runtimeRequestTimeout
-	logger  klog.Logger
+	client    runtimeapi.RuntimeServiceClient
+	closeConn func() error
+	timeout   time.Duration // the kubelet's runtimeRequestTimeout
+	logger    klog.Logger
 	// errLogs keeps repeated ContainerStatus/ContainerStats/PodSandboxStats
 	// failures for one ID to one log line a minute.
 	errLogs *errorLogThrottle
@@ -35,16 +35,16 @@ var _ internalapi.RuntimeService = (*remoteRuntimeService)(nil)
 // methods). A missing socket fails at once rather than after the timeout.
 func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTimeout, requestTimeout time.Duration, opts ...Option) (internalapi.RuntimeService, error) {
 	o := buildOptions(opts)
-	conn, connectionTimeout, err := dialService(o, "runtime", endpoint, connectionTimeout, requestTimeout)
+	conn, closeConn, connectionTimeout, err := dialService(o, "runtime", endpoint, connectionTimeout, requestTimeout)
 	if err != nil {
 		return nil, err
 	}
 	r := &remoteRuntimeService{
-		client:  runtimeapi.NewRuntimeServiceClient(conn),
-		conn:    conn,
-		timeout: requestTimeout,
-		logger:  o.logger,
-		errLogs: newErrorLogThrottle(o.clock, identicalErrorDelay),
+		client:    runtimeapi.NewRuntimeServiceClient(conn),
+		closeConn: closeConn,
+		timeout:   requestTimeout,
+		logger:    o.logger,
+		errLogs:   newErrorLogThrottle(o.clock, identicalErrorDelay),
 	}
 	// Version tells an absent runtime, or one that only speaks the removed v1alpha2
 	// API, at startup with the endpoint named, instead of as a failure of a later call.
@@ -53,7 +53,7 @@ func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTim
 		return err
 	})
 	if err != nil {
-		_ = conn.Close()
+		_ = closeConn()
 		return nil, err
 	}
 	if o.metrics != nil {
@@ -63,22 +63,30 @@ func NewRemoteRuntimeService(ctx context.Context, endpoint string, connectionTim
 }
 
 // dialService checks the timeouts and the endpoint and opens the (lazy) connection for
-// the "runtime" or "image" service.
-func dialService(o options, kind, endpoint string, connectionTimeout, requestTimeout time.Duration) (*grpc.ClientConn, time.Duration, error) {
-	connectionTimeout, err := checkTimeouts(connectionTimeout, requestTimeout)
+// the "runtime" or "image" service, or takes the pool's; closeConn gives it up.
+func dialService(o options, kind, endpoint string, connectionTimeout, requestTimeout time.Duration) (conn *grpc.ClientConn, closeConn func() error, timeout time.Duration, err error) {
+	connectionTimeout, err = checkTimeouts(connectionTimeout, requestTimeout)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	socket, err := ParseEndpoint(endpoint)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	o.logger.V(3).Info("Connecting to "+kind+" service", "endpoint", endpoint)
-	conn, err := newConn(socket, tracingDialOptions(o.tracerProvider)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%s endpoint %q: %w", kind, endpoint, err)
+	dialOpts := tracingDialOptions(o.tracerProvider)
+	if o.pool != nil {
+		conn, closeConn, err = o.pool.get(socket, dialOpts)
+	} else {
+		conn, err = newConn(socket, dialOpts...)
+		if conn != nil {
+			closeConn = conn.Close
+		}
 	}
-	return conn, connectionTimeout, nil
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%s endpoint %q: %w", kind, endpoint, err)
+	}
+	return conn, closeConn, connectionTimeout, nil
 }
 
 // checkCRIv1 makes one call of the service within timeout and words its failure with the
@@ -106,7 +114,7 @@ func (r *remoteRuntimeService) trace(msg string, keysAndValues ...any) {
 
 // Close closes the gRPC connection.
 func (r *remoteRuntimeService) Close(context.Context) error {
-	return r.conn.Close()
+	return r.closeConn()
 }
 
 // Version returns the runtime name, runtime version and runtime API version.
