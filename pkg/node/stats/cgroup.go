@@ -2,9 +2,11 @@ package stats
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,11 +22,36 @@ const unlimitedMemory = uint64(1 << 62)
 type cgroupFS struct {
 	root string // where the hierarchies are mounted, /sys/fs/cgroup
 	v2   bool   // unified hierarchy only
+	swap *swapState
 }
 
 func newCgroupFS(root string) cgroupFS {
 	_, err := os.Stat(filepath.Join(root, "cgroup.controllers"))
-	return cgroupFS{root: root, v2: err == nil}
+	return cgroupFS{root: root, v2: err == nil, swap: &swapState{}}
+}
+
+// swapState lets a node without swap skip each cgroup's swap file: nothing can be
+// swapped out there, so every cgroup's swap usage is 0. On v1 that file is one of the
+// five read per cgroup, and the dearest (a metrics-server scrape reads every pod's).
+type swapState struct {
+	// nodeHasNone is set while the node's last memory reading showed no swap space.
+	nodeHasNone atomic.Bool
+	// files is whether cgroups have a swap usage file (swap accounting), learnt from
+	// the first non-root cgroup read: fileUnknown, fileFound or fileMissing.
+	files atomic.Int32
+}
+
+const (
+	fileUnknown int32 = iota
+	fileFound
+	fileMissing
+)
+
+// setNodeSwap records whether the node has swap space (SwapTotal above 0).
+func (c cgroupFS) setNodeSwap(total uint64) {
+	if c.swap != nil {
+		c.swap.nodeHasNone.Store(total == 0)
+	}
 }
 
 // cgroupSample is one reading of a cgroup.
@@ -133,22 +160,44 @@ func (c cgroupFS) memory(name string) (memSample, error) {
 	if limit, ok, err := readUint(filepath.Join(dir, limitFile)); err == nil && ok && limit <= unlimitedMemory {
 		m.limit = limit
 	}
-	m.swap, m.hasSwap = c.swap(dir, usage)
+	m.swap, m.hasSwap = c.swapUsage(dir, name == "/", usage)
 	return m, nil
 }
 
-// swap is the cgroup's swap usage: memory.swap.current (v2), or memsw less
-// memory usage (v1, only with swap accounting on).
-func (c cgroupFS) swap(dir string, usage uint64) (uint64, bool) {
-	if c.v2 {
-		v, ok, err := readUint(filepath.Join(dir, "memory.swap.current"))
-		return v, err == nil && ok
+// swapUsage is the cgroup's swap usage: memory.swap.current (v2), or memsw less
+// memory usage (v1, only with swap accounting on). On a node without swap it is 0,
+// reported where the file would be, without reading it.
+func (c cgroupFS) swapUsage(dir string, root bool, usage uint64) (uint64, bool) {
+	if st := c.swap; st != nil && !root && st.nodeHasNone.Load() {
+		switch st.files.Load() {
+		case fileFound:
+			return 0, true
+		case fileMissing:
+			return 0, false
+		}
 	}
-	memsw, ok, err := readUint(filepath.Join(dir, "memory.memsw.usage_in_bytes"))
+	var v uint64
+	var ok bool
+	var err error
+	if c.v2 {
+		v, ok, err = readUint(filepath.Join(dir, "memory.swap.current"))
+	} else {
+		var memsw uint64
+		memsw, ok, err = readUint(filepath.Join(dir, "memory.memsw.usage_in_bytes"))
+		v = memsw - min(memsw, usage)
+	}
+	if c.swap != nil && !root { // v2's root has no swap file whatever the accounting
+		switch {
+		case err == nil:
+			c.swap.files.CompareAndSwap(fileUnknown, fileFound)
+		case errors.Is(err, fs.ErrNotExist):
+			c.swap.files.CompareAndSwap(fileUnknown, fileMissing)
+		}
+	}
 	if err != nil || !ok {
 		return 0, false
 	}
-	return memsw - min(memsw, usage), true
+	return v, true
 }
 
 // psi reads the cgroup's pressure files. Where there are none (cgroup v1, a

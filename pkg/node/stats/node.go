@@ -68,6 +68,7 @@ func (p *Provider) nodeMemory(now time.Time) (*statsapi.MemoryStats, *statsapi.S
 	if err != nil {
 		return nil, nil, err
 	}
+	p.cgroups.setNodeSwap(mi.swapTotal)
 	m, err := p.cgroups.memory("/")
 	if err != nil {
 		m = p.memoryFromProc(mi)
