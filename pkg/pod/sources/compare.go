@@ -67,10 +67,15 @@ const (
 // checkAndUpdatePod folds ref into existing (which stays the stored object, keeping its
 // UID and local annotations) and says what kind of change it was (upstream's
 // checkAndUpdatePod): a semantic change with a DeletionTimestamp is a graceful delete,
-// any other semantic change an update, and a status-only change a reconcile.
+// any other semantic change an update, and a change of status or resourceVersion only a
+// reconcile. Unlike upstream, the resourceVersion follows the API's: the status manager
+// patches the pod as the pod manager has it, with that resourceVersion as precondition,
+// and skips comparing a status already found consistent at it.
 func checkAndUpdatePod(existing, ref *v1.Pod) podChange {
+	versionChanged := existing.ResourceVersion != ref.ResourceVersion
+	existing.ResourceVersion = ref.ResourceVersion
 	if !podsDifferSemantically(existing, ref) {
-		if !reflect.DeepEqual(existing.Status, ref.Status) {
+		if versionChanged || !reflect.DeepEqual(existing.Status, ref.Status) {
 			existing.Status = ref.Status
 			return needReconcile
 		}

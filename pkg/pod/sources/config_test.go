@@ -186,6 +186,33 @@ func TestStatusOnlyChangeIsAReconcile(t *testing.T) {
 	}
 }
 
+// The pods handed on carry the API's latest resourceVersion: a change of status, or of
+// the version alone, is a reconcile with it. The status manager patches that version.
+func TestReconcileCarriesTheResourceVersion(t *testing.T) {
+	c, ch := newTestConfig(t)
+	pod := func(rv string, phase v1.PodPhase) *v1.Pod {
+		p := testPod("1", "a")
+		p.ResourceVersion, p.Status.Phase = rv, phase
+		return p
+	}
+	ch <- set("test", pod("1", v1.PodPending))
+	expectUpdate(t, c, ADD, "test", "1")
+	ch <- set("test", pod("2", v1.PodRunning))
+	if u := expectUpdate(t, c, RECONCILE, "test", "1"); u.Pods[0].ResourceVersion != "2" {
+		t.Fatalf("status change: reconcile carries resourceVersion %q, want 2", u.Pods[0].ResourceVersion)
+	}
+	ch <- set("test", pod("3", v1.PodRunning))
+	if u := expectUpdate(t, c, RECONCILE, "test", "1"); u.Pods[0].ResourceVersion != "3" {
+		t.Fatalf("version change: reconcile carries resourceVersion %q, want 3", u.Pods[0].ResourceVersion)
+	}
+	updated := pod("4", v1.PodRunning)
+	updated.Labels = map[string]string{"new": "label"}
+	ch <- set("test", updated)
+	if u := expectUpdate(t, c, UPDATE, "test", "1"); u.Pods[0].ResourceVersion != "4" {
+		t.Fatalf("update carries resourceVersion %q, want 4", u.Pods[0].ResourceVersion)
+	}
+}
+
 func TestDeletionTimestampIsAGracefulDelete(t *testing.T) {
 	c, ch := newTestConfig(t)
 	ch <- set("test", testPod("1", "a"))

@@ -2,11 +2,13 @@ package status
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,7 +42,7 @@ func (f *fakeLookup) TranslatePodUID(uid types.UID) types.UID {
 
 func apiPod(uid string, phase v1.PodPhase, conditions ...v1.PodCondition) *v1.Pod {
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: types.UID(uid)},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: types.UID(uid), ResourceVersion: "7"},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "app"}}},
 		Status:     v1.PodStatus{Phase: phase, Conditions: conditions},
 	}
@@ -73,7 +75,7 @@ func update(uid string, phase v1.PodPhase, finished bool, conditions ...v1.PodCo
 
 func TestAPISyncerPatchesWithUIDAndKeepsForeignConditions(t *testing.T) {
 	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionTrue}
-	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodPending, gate))
+	s, client, lookup := newSyncerFixture(true, apiPod("u1", v1.PodPending, gate))
 	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
 	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
 		t.Fatal(err)
@@ -91,7 +93,10 @@ func TestAPISyncerPatchesWithUIDAndKeepsForeignConditions(t *testing.T) {
 		t.Errorf("API status after sync: %+v", got.Status)
 	}
 
-	// The same status again is no patch at all.
+	// The same status again, once the watch has delivered the patched pod, is no patch
+	// at all.
+	got.ResourceVersion = "8"
+	lookup.pods["u1"] = got
 	client.ClearActions()
 	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
 		t.Fatal(err)
@@ -215,5 +220,63 @@ func TestAPISyncerReconcilesDeletionOfFinishedPod(t *testing.T) {
 	u.ConsistentWith = pod.ResourceVersion // a deletion is offered whatever was compared
 	if needs, _ := s.NeedsReconcile(u); !needs {
 		t.Error("a finished pod being deleted is not offered again for deletion")
+	}
+}
+
+// The pod the watch delivered is the patch's base: no read of the pod, and the patch
+// carries its resourceVersion as a precondition.
+func TestAPISyncerPatchesTheWatchedPodWithoutReadingIt(t *testing.T) {
+	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodPending))
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(actionsOf(client, "get")); n != 0 {
+		t.Errorf("%d reads of the pod, want none", n)
+	}
+	patches := actionsOf(client, "patch")
+	if len(patches) != 1 {
+		t.Fatalf("%d patches, want 1", len(patches))
+	}
+	if p := string(patches[0].(k8stesting.PatchAction).GetPatch()); !strings.Contains(p, `"resourceVersion":"7"`) || !strings.Contains(p, `"uid":"u1"`) {
+		t.Errorf("patch %s, want the watched resourceVersion and the UID as preconditions", p)
+	}
+}
+
+// Where the pod changed after the watch delivered it, the API server refuses the patch
+// (Conflict): the syncer reads the pod and patches that, as upstream always does.
+func TestAPISyncerReadsThePodOnConflict(t *testing.T) {
+	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodPending))
+	client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"resourceVersion":"7"`) {
+			return true, nil, apierrors.NewConflict(v1.Resource("pods"), "web", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false)); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if got := strings.Join(verbs, ","); got != "patch,get,patch" {
+		t.Errorf("requests %s, want patch,get,patch", got)
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if got.Status.Phase != v1.PodRunning {
+		t.Errorf("phase %q after the retry, want Running", got.Status.Phase)
+	}
+}
+
+// A pod gone from the API between the watch and the patch is not an error: its status
+// goes when the pod leaves the pod manager.
+func TestAPISyncerPatchOfAGonePod(t *testing.T) {
+	s, client, _ := newSyncerFixture(true, apiPod("u1", v1.PodPending))
+	if err := client.CoreV1().Pods("ns").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forget, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false))
+	if err != nil || forget {
+		t.Fatalf("forget=%v err=%v, want neither", forget, err)
 	}
 }
