@@ -727,6 +727,26 @@ func TestClusterReadinessGateTurnsReady(t *testing.T) {
 	}
 }
 
+// TestClusterStatusOverwrittenIsReconciled: a status another client writes over the
+// kubelet's is put back within the status manager's periodic pass (10 s), as upstream's
+// reconcile does, though the kubelet's own status did not change meanwhile.
+func TestClusterStatusOverwrittenIsReconciled(t *testing.T) {
+	c := startClusterNode(t, clusterOptions{})
+	eventually(t, 10*time.Second, "node Ready", func() error { return c.nodeReady(t) })
+	c.createPod(t, c.testPod("overwritten"))
+	eventually(t, 20*time.Second, "pod Ready", func() error { return c.podReady("overwritten") })
+	time.Sleep(12 * time.Second) // past a periodic pass that found the status consistent
+	patch := `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Overwritten"}]}}`
+	if _, err := c.admin.CoreV1().Pods(c.namespace).Patch(context.Background(), "overwritten", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.podReady("overwritten"); err == nil {
+		t.Fatal("the overwrite did not take")
+	}
+	took := eventually(t, 30*time.Second, "pod Ready again", func() error { return c.podReady("overwritten") })
+	t.Logf("Ready again %v after the overwrite", took)
+}
+
 // TestClusterAPIServerOutage (last of the cluster tests: the control plane's own
 // controllers take a while to recover from the outage) stops kube-apiserver for a minute while pods run: nothing
 // restarts, and once it is back the node is Ready and statuses converge within 10 s.
