@@ -71,13 +71,11 @@ func (s *APISyncer) SyncPodStatus(ctx context.Context, u PodStatusUpdate) (bool,
 // watch: the pod itself, or a static pod's mirror pod.
 func (s *APISyncer) watchedPod(uid types.UID) (*v1.Pod, bool) {
 	pod, ok := s.pods.GetPodByUID(uid)
-	if !ok || pod.ResourceVersion == "" && !kubetypes.IsStaticPod(pod) {
-		return nil, false
+	if ok && kubetypes.IsStaticPod(pod) {
+		pod, ok = s.pods.GetMirrorPodByPod(pod)
 	}
-	if kubetypes.IsStaticPod(pod) {
-		if pod, ok = s.pods.GetMirrorPodByPod(pod); !ok || pod.ResourceVersion == "" {
-			return nil, false
-		}
+	if !ok || pod.ResourceVersion == "" {
+		return nil, false
 	}
 	return pod, true
 }
@@ -90,7 +88,12 @@ func (s *APISyncer) syncWith(ctx context.Context, u PodStatusUpdate, pod *v1.Pod
 		return true, nil
 	}
 	merged := mergePodStatus(pod, pod.Status, u.Status, s.couldHaveRunningContainers(u.UID))
-	newPod, patch, unchanged, err := patchPodStatus(ctx, s.client, pod, merged, precondition)
+	// A status equal to the watched pod's is still sent, as a patch of the preconditions
+	// alone, unless the pod is to be deleted: the watch may be behind a write of ours, and
+	// only the API server can say (Conflict). Where it is not behind, the patch changes
+	// nothing and costs no write.
+	verify := precondition && !canBeDeleted(pod, u.PodIsFinished)
+	newPod, patch, unchanged, err := patchPodStatus(ctx, s.client, pod, merged, precondition, verify)
 	klog.V(3).InfoS("Patch status for pod", "pod", klog.KObj(pod), "podUID", u.UID, "patch", string(patch))
 	if apierrors.IsNotFound(err) {
 		klog.V(3).InfoS("Pod does not exist on the server", "podUID", u.UID, "pod", klog.KObj(pod))
@@ -183,8 +186,8 @@ func (s *APISyncer) deletePod(ctx context.Context, pod *v1.Pod) error {
 // one. The UID appears only in the new object, so the patch carries it and the API server
 // refuses it for another pod of the same name; with precondition, the resourceVersion too,
 // and the API server refuses it (Conflict) if the pod has changed since. unchanged means
-// nothing but the metadata differs.
-func patchPodStatus(ctx context.Context, client kubernetes.Interface, pod *v1.Pod, status v1.PodStatus, precondition bool) (*v1.Pod, []byte, bool, error) {
+// nothing but the metadata differs; such a patch is sent only with always.
+func patchPodStatus(ctx context.Context, client kubernetes.Interface, pod *v1.Pod, status v1.PodStatus, precondition, always bool) (*v1.Pod, []byte, bool, error) {
 	oldData, err := json.Marshal(v1.Pod{Status: pod.Status})
 	if err != nil {
 		return nil, nil, false, err
@@ -201,11 +204,12 @@ func patchPodStatus(ctx context.Context, client kubernetes.Interface, pod *v1.Po
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("create patch for pod %q: %w", klog.KObj(pod), err)
 	}
-	if !patchesStatus(patch) {
+	unchanged := !patchesStatus(patch)
+	if unchanged && !always {
 		return pod, patch, true, nil
 	}
 	updated, err := client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	return updated, patch, false, err
+	return updated, patch, unchanged, err
 }
 
 // mergePodStatus combines the API's status with the kubelet's (upstream's mergePodStatus):

@@ -93,16 +93,57 @@ func TestAPISyncerPatchesWithUIDAndKeepsForeignConditions(t *testing.T) {
 		t.Errorf("API status after sync: %+v", got.Status)
 	}
 
-	// The same status again, once the watch has delivered the patched pod, is no patch
-	// at all.
+	// The same status again, once the watch has delivered the patched pod, patches no
+	// status: only the preconditions go, for the API server to say whether the watch
+	// was behind.
 	got.ResourceVersion = "8"
 	lookup.pods["u1"] = got
 	client.ClearActions()
 	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
 		t.Fatal(err)
 	}
+	patches = actionsOf(client, "patch")
+	if len(patches) != 1 {
+		t.Fatalf("%d patches for an unchanged status, want the preconditions' alone", len(patches))
+	}
+	if p := string(patches[0].(k8stesting.PatchAction).GetPatch()); p != `{"metadata":{"resourceVersion":"8","uid":"u1"}}` {
+		t.Errorf("patch %s for an unchanged status, want only the preconditions", p)
+	}
+	// Read from the API instead (no watched pod), the same status is no patch at all.
+	delete(lookup.pods, "u1")
+	client.ClearActions()
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
+		t.Fatal(err)
+	}
 	if n := len(actionsOf(client, "patch")); n != 0 {
-		t.Errorf("%d patches for an unchanged status", n)
+		t.Errorf("%d patches for an unchanged status read from the API", n)
+	}
+}
+
+// The watch may be behind a write of ours that the status has since gone back on: the
+// watched pod then equals the status, the API's pod does not. The API server's Conflict
+// makes the syncer read the pod and patch it back.
+func TestAPISyncerWatchBehindAStatusThatWentBack(t *testing.T) {
+	ready := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue}
+	notReady := v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse}
+	watched := apiPod("u1", v1.PodRunning, ready)
+	s, client, lookup := newSyncerFixture(true, watched)
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, notReady)); err != nil {
+		t.Fatal(err)
+	}
+	lookup.pods["u1"] = watched // the watch has not delivered the write yet
+	client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), `"resourceVersion":"7"`) {
+			return true, nil, apierrors.NewConflict(v1.Resource("pods"), "web", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	if _, err := s.SyncPodStatus(context.Background(), update("u1", v1.PodRunning, false, ready)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods("ns").Get(context.Background(), "web", metav1.GetOptions{})
+	if c := findCondition(got.Status.Conditions, v1.PodReady); c == nil || c.Status != v1.ConditionTrue {
+		t.Errorf("Ready in the API: %+v, want True again", c)
 	}
 }
 
