@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodelet/nodelet/pkg/outage"
-
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/metrics"
+	"github.com/nodelet/nodelet/pkg/outage"
 )
 
 // Reason is the evicted pod's status reason, and the reason of the Warning
