@@ -74,15 +74,11 @@ func dialService(o options, kind, endpoint string, connectionTimeout, requestTim
 		return nil, nil, 0, err
 	}
 	o.logger.V(3).Info("Connecting to "+kind+" service", "endpoint", endpoint)
-	dialOpts := tracingDialOptions(o.tracerProvider)
-	if o.pool != nil {
-		conn, closeConn, err = o.pool.get(socket, dialOpts)
-	} else {
-		conn, err = newConn(socket, dialOpts...)
-		if conn != nil {
-			closeConn = conn.Close
-		}
+	pool := o.pool
+	if pool == nil { // a connection of its own: the last give-back is its Close
+		pool = NewConnPool()
 	}
+	conn, closeConn, err = pool.get(socket, tracingDialOptions(o.tracerProvider))
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%s endpoint %q: %w", kind, endpoint, err)
 	}
