@@ -76,5 +76,13 @@ func runNodelet(cmd *cobra.Command, args []string) error {
 	klog.InfoS("Starting nodelet", "version", version.Nodelet, "kubeletVersion", version.KubeletVersion)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return app.Run(ctx, opts)
+	err = app.Run(ctx, opts)
+	if err != nil && ctx.Err() != nil {
+		// A signal during start-up cancels whatever start-up was waiting for; the error
+		// that follows is the stop that was asked for, not a failure (exit 0, as after
+		// start-up).
+		klog.InfoS("Stopped by a signal during start-up", "err", err)
+		return nil
+	}
+	return err
 }
