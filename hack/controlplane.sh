@@ -16,6 +16,9 @@
 #   hack/controlplane.sh stop-apiserver    stop only kube-apiserver (API outage tests)
 #   hack/controlplane.sh start-apiserver   start it again, wait for /readyz; prints the
 #                                          KUBECONFIG line
+#   hack/controlplane.sh restart-controllers   restart kube-controller-manager and
+#                                 kube-scheduler with fresh caches (after an API outage
+#                                 test: their informers can lag for a minute or more)
 #   hack/controlplane.sh status   one line on stdout; exit 0 if all four are healthy, 3 if not
 #   hack/controlplane.sh env      print the KUBECONFIG=... line
 #   hack/controlplane.sh kubectl ARGS...   the matching kubectl with the admin kubeconfig
@@ -799,6 +802,18 @@ cmd_start_apiserver() {
 	kubeconfig_line
 }
 
+cmd_restart_controllers() {
+	need_root
+	lock
+	[ -f "$PKI/.complete" ] || die "no control plane state in $STATE: run '$0 up' first"
+	local n
+	for n in kube-controller-manager kube-scheduler; do
+		stop "$n"
+		start "$n"
+		wait_healthy "$n"
+	done
+}
+
 cmd_status() {
 	local n pid states=() bad=''
 	for n in "${COMPONENTS[@]}"; do
@@ -853,6 +868,7 @@ down) cmd_down ;;
 stop) cmd_stop ;;
 stop-apiserver) cmd_stop_apiserver ;;
 start-apiserver) cmd_start_apiserver ;;
+restart-controllers) cmd_restart_controllers ;;
 status) cmd_status ;;
 env) kubeconfig_line ;;
 kubectl) cmd_kubectl "$@" ;;
