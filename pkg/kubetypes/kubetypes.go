@@ -50,3 +50,16 @@ func IsMirrorPod(pod *v1.Pod) bool {
 	_, ok := pod.Annotations[ConfigMirrorAnnotationKey]
 	return ok
 }
+
+// SystemCriticalPriority is scheduling.SystemCriticalPriority (2 × the highest
+// user-definable priority): pods at or above it are critical.
+const SystemCriticalPriority = 2 * 1000000000
+
+// IsCriticalPod reports whether the pod is critical to the node, as upstream's
+// IsCriticalPod: a static pod, a mirror pod, or one of system-critical priority.
+func IsCriticalPod(pod *v1.Pod) bool {
+	if IsStaticPod(pod) || IsMirrorPod(pod) {
+		return true
+	}
+	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
+}

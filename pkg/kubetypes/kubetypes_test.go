@@ -59,3 +59,23 @@ func TestMirrorPods(t *testing.T) {
 		t.Error("pod with an empty mirror annotation is not a mirror pod")
 	}
 }
+
+func TestIsCriticalPod(t *testing.T) {
+	api := map[string]string{ConfigSourceAnnotationKey: APIServerSource}
+	high, low := int32(SystemCriticalPriority), int32(SystemCriticalPriority-1)
+	for _, c := range []struct {
+		name string
+		pod  v1.Pod
+		want bool
+	}{
+		{"api pod", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: api}}, false},
+		{"static pod", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ConfigSourceAnnotationKey: FileSource}}}, true},
+		{"mirror pod", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{ConfigSourceAnnotationKey: APIServerSource, ConfigMirrorAnnotationKey: "h"}}}, true},
+		{"system-critical priority", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: api}, Spec: v1.PodSpec{Priority: &high}}, true},
+		{"just below it", v1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: api}, Spec: v1.PodSpec{Priority: &low}}, false},
+	} {
+		if got := IsCriticalPod(&c.pod); got != c.want {
+			t.Errorf("%s: IsCriticalPod = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

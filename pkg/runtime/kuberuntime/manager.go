@@ -161,7 +161,9 @@ type Manager struct {
 	podState      PodStateProvider
 	clock         clock.Clock
 	hooks         *hookRunner
-	opts          Options
+	// starts bounds the pod starts in the runtime at once (startgate.go).
+	starts *startGate
+	opts   Options
 	// actuated records the resources each container was created or last resized with
 	// (<RootDir>/actuated_pods_state; in memory without a RootDir).
 	actuated *allocation.Store
@@ -192,6 +194,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		volumes:  opts.Volumes,
 		podState: opts.PodState,
 		clock:    opts.Clock,
+		starts:   defaultStartGate(),
 		opts:     opts,
 	}
 	m.applyDefaults()

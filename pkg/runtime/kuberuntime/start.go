@@ -44,6 +44,15 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 		m.recordContainerEvent(pod, c, "", v1.EventTypeWarning, eventFailedToCreate, "Error: %v", msg)
 		return msg, container.ErrCreateContainerConfig
 	}
+	// One slot from the create to the start (startgate.go); released before the
+	// postStart hook.
+	release, err := m.starts.acquire(ctx, pod, containerPriority)
+	if err != nil {
+		endCreate()
+		cleanup()
+		return grpcMessage(err), container.ErrCreateContainer
+	}
+	defer release()
 	// The container is created with these resources: they are its actuated ones.
 	m.setActuated(pod, c)
 
@@ -72,6 +81,7 @@ func (m *Manager) startContainer(ctx context.Context, s *podStarter, c *v1.Conta
 		m.recordContainerEvent(pod, c, id, v1.EventTypeWarning, eventFailedToStart, "Error: %v", msg)
 		return msg, container.ErrRunContainer
 	}
+	release()
 	m.recordContainerEvent(pod, c, id, v1.EventTypeNormal, eventStartedContainer, "Started container %v", c.Name)
 
 	m.createLegacyLogSymlink(id, config, s.sandboxConfig)

@@ -209,7 +209,12 @@ func (m *Manager) createPodSandbox(ctx context.Context, pod *v1.Pod, attempt uin
 	if handler != "" {
 		klog.V(2).InfoS("Running pod with runtime handler", "pod", klog.KObj(pod), "runtimeHandler", handler)
 	}
+	release, err := m.starts.acquire(ctx, pod, sandboxPriority)
+	if err != nil {
+		return "", fmt.Sprintf("Failed to create sandbox for pod %q: %v", podFullName(pod), err), err
+	}
 	id, err := m.runtime.RunPodSandbox(ctx, config, handler)
+	release()
 	if err != nil {
 		return "", fmt.Sprintf("Failed to create sandbox for pod %q: %v", podFullName(pod), err), err
 	}
