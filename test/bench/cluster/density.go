@@ -50,8 +50,10 @@ type densityResults struct {
 	// up: scale-up call → all Ready; down: scale to 0 → all gone; created: scale-up call →
 	// the last pod seen in the API (the ReplicaSet controller's part).
 	up, down, created map[string][]time.Duration
-	// upCPU is the CPU the kubelet and its containerd used over each bring-up.
-	upCPU map[string][][2]time.Duration
+	// upCPU is the CPU the kubelet and its containerd used over each bring-up; upBudget
+	// what the machine and the control plane used.
+	upCPU    map[string][][2]time.Duration
+	upBudget map[string][]cpuBudget
 	// rss is each round's median RSS sample with the pods up; idleCPU its CPU in ms/s.
 	rss     map[string][]usage
 	idleCPU map[string][]float64
@@ -61,6 +63,8 @@ type densityResults struct {
 	// controller's seconds are not counted as a kubelet's.
 	floor, pacedFloor []time.Duration
 	arrivals          []time.Duration
+	// floorBudget is the CPU each at-once floor run took.
+	floorBudget []cpuBudget
 	// floorErr is why a raw run failed (110 sandboxes at once can outlast a CRI call's
 	// deadline on containerd 2.x): the kubelets' figures stand without a floor.
 	floorErr error
@@ -79,7 +83,7 @@ type densityResults struct {
 
 func newDensityResults() densityResults {
 	return densityResults{up: map[string][]time.Duration{}, down: map[string][]time.Duration{},
-		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{},
+		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{}, upBudget: map[string][]cpuBudget{},
 		rss: map[string][]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
 		criCalls: map[string]map[string]float64{}, phases: map[string]map[string]float64{}}
 }
@@ -110,13 +114,14 @@ func (b *bench) density(ctx context.Context) error {
 // kubelets', so there is always one).
 func (b *bench) densityFloors(ctx context.Context, round int) error {
 	r := &b.results.density
-	if err := b.rawStep(ctx, fmt.Sprintf("raw-density-%d", round), b.o.densityPods, &r.floor); err != nil {
+	atOnce := make([]time.Duration, b.o.densityPods)
+	if err := b.rawPacedStep(ctx, fmt.Sprintf("raw-density-%d", round), atOnce, &r.floor, &r.floorBudget); err != nil {
 		return err
 	}
 	if len(r.arrivals) == 0 {
 		return nil
 	}
-	return b.rawPacedStep(ctx, fmt.Sprintf("raw-paced-%d", round), r.arrivals, &r.pacedFloor)
+	return b.rawPacedStep(ctx, fmt.Sprintf("raw-paced-%d", round), r.arrivals, &r.pacedFloor, nil)
 }
 
 // densityRound is one round on k: Deployment created, scaled up, idle figures and heap
@@ -203,6 +208,10 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	if err != nil {
 		return nil, err
 	}
+	budgetBefore, err := b.cpuNow(k)
+	if err != nil {
+		return nil, err
+	}
 	metricsBefore := b.kubeletMetrics(ctx, k)
 	start := time.Now()
 	if err := b.scaleDeployment(ctx, k, name, b.o.densityPods); err != nil {
@@ -216,11 +225,16 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	if err != nil {
 		return nil, err
 	}
+	budgetAfter, err := b.cpuNow(k)
+	if err != nil {
+		return nil, err
+	}
 	lastAdded, _ := b.tracker.latest(addedTimes, keys)
 	r.arrivals = b.tracker.offsets(addedTimes, keys, start)
 	r.up[k.name] = append(r.up[k.name], at.Sub(start))
 	r.created[k.name] = append(r.created[k.name], lastAdded.Sub(start))
 	r.upCPU[k.name] = append(r.upCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
+	r.upBudget[k.name] = append(r.upBudget[k.name], budgetAfter.since(budgetBefore))
 	metricsAfter := b.kubeletMetrics(ctx, k)
 	r.criCalls[k.name] = countersSince(criOperations(metricsBefore), criOperations(metricsAfter))
 	r.phases[k.name] = countersSince(startupPhases(metricsBefore), startupPhases(metricsAfter))
@@ -534,6 +548,7 @@ func (b *bench) printDensityContext(out io.Writer) {
 			name, median(kubeletCPU(r.upCPU[name])).Seconds(), median(runtimeCPU(r.upCPU[name])).Seconds(),
 			rss.rssMiB, rss.anonMiB, rss.fileMiB, floats(r.idleCPU[name]))
 	}
+	printCPUBudgets(out, r)
 	for _, name := range []string{"nodelet", "upstream"} {
 		fmt.Fprintf(out, "  %-8s CRI calls to bring them up (last round): %s\n", name, criCallsLine(r.criCalls[name], n))
 	}

@@ -29,40 +29,47 @@ func (b *bench) rawCgroupRoot() string { return b.nodelet.cgroupRoot + "-raw" }
 
 // rawStep starts n pods by direct CRI calls, notes how long that took, and pauses.
 func (b *bench) rawStep(ctx context.Context, prefix string, n int, into *[]time.Duration) error {
-	return b.rawPacedStep(ctx, prefix, make([]time.Duration, n), into)
+	return b.rawPacedStep(ctx, prefix, make([]time.Duration, n), into, nil)
 }
 
 // rawPacedStep is rawStep with pod i started at offset at[i] from the clock's start, as
 // the pods of a scale-up reach the API over seconds: no kubelet can start a pod before
-// it sees it.
-func (b *bench) rawPacedStep(ctx context.Context, prefix string, at []time.Duration, into *[]time.Duration) error {
-	d, err := b.rawRun(ctx, b.rawRuntime, prefix, at)
+// it sees it. cpu, if not nil, gets the CPU the run took.
+func (b *bench) rawPacedStep(ctx context.Context, prefix string, at []time.Duration, into *[]time.Duration, cpu *[]cpuBudget) error {
+	d, spent, err := b.rawRun(ctx, b.rawRuntime, prefix, at)
 	if err != nil {
 		return err
 	}
 	*into = append(*into, d)
+	if cpu != nil {
+		*cpu = append(*cpu, spent)
+	}
 	fmt.Fprintf(os.Stderr, "bench: raw CRI %s (%d pods): %.3f s\n", prefix, len(at), d.Seconds())
 	return b.pause(ctx)
 }
 
 // rawRun starts len(at) pods, pod i at offset at[i], with nodelet frozen, returns how long
-// from the start until the last StartContainer returned, and removes them before nodelet
-// resumes.
-func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefix string, at []time.Duration) (time.Duration, error) {
+// from the start until the last StartContainer returned and the CPU spent meanwhile, and
+// removes them before nodelet resumes.
+func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefix string, at []time.Duration) (time.Duration, cpuBudget, error) {
 	n := len(at)
 	pods := make([]rawPod, n)
 	for i := range pods {
 		p, err := b.newRawPod(ctx, fmt.Sprintf("%s-%d", prefix, i))
 		if err != nil {
-			return 0, err
+			return 0, cpuBudget{}, err
 		}
 		pods[i] = p
 	}
 	pid := b.nodelet.cmd.Process.Pid
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return 0, err
+		return 0, cpuBudget{}, err
 	}
 	defer syscall.Kill(pid, syscall.SIGCONT)
+	cpuBefore, err := b.cpuNow(b.nodelet)
+	if err != nil {
+		return 0, cpuBudget{}, err
+	}
 	start := time.Now()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -74,12 +81,13 @@ func (b *bench) rawRun(ctx context.Context, rs internalapi.RuntimeService, prefi
 	}
 	wg.Wait()
 	took := time.Since(start)
+	cpuAfter, cpuErr := b.cpuNow(b.nodelet)
 	removeErrs := make([]error, n)
 	for i := range pods {
 		wg.Go(func() { removeErrs[i] = pods[i].remove(ctx, rs) })
 	}
 	wg.Wait()
-	return took, errors.Join(append(errs, removeErrs...)...)
+	return took, cpuAfter.since(cpuBefore), errors.Join(append(append(errs, cpuErr), removeErrs...)...)
 }
 
 // rawPod is one bench pod's CRI configs and, once started, its sandbox.

@@ -285,17 +285,9 @@ func (o options) kubeletPIDs(ctx context.Context, a agent) ([]int, error) {
 
 // controlPlaneCPU is the CPU-seconds the four components have used so far.
 func (o options) controlPlaneCPU() (float64, error) {
-	var pids []int
-	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		data, err := os.ReadFile(filepath.Join(o.cpDir, "run", c+".pid"))
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w (is the control plane up?)", c, err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil {
-			return 0, err
-		}
-		pids = append(pids, pid)
+	pids, err := host.ControlPlanePIDs(o.cpDir)
+	if err != nil {
+		return 0, fmt.Errorf("%w (is the control plane up?)", err)
 	}
 	return host.CPUSecondsOf(pids), nil
 }

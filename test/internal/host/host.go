@@ -210,3 +210,53 @@ func CPUSecondsOf(pids []int) float64 {
 	}
 	return total
 }
+
+// MachineBusyCPU is the CPU time all the machine's CPUs have spent busy since boot (user,
+// nice, system, irq, softirq and steal; not idle or iowait), from /proc/stat.
+func MachineBusyCPU() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseBusyCPU(string(data))
+}
+
+// parseBusyCPU reads the busy time from /proc/stat's first line,
+// "cpu user nice system idle iowait irq softirq steal ...", in USER_HZ ticks.
+func parseBusyCPU(stat string) (time.Duration, error) {
+	line, _, _ := strings.Cut(stat, "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// ControlPlaneComponents are the processes hack/controlplane.sh starts, each with a PID
+// file under <its state dir>/run.
+var ControlPlaneComponents = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// ControlPlanePIDs reads the PID files of the control plane whose state dir is dir.
+func ControlPlanePIDs(dir string) ([]int, error) {
+	var pids []int
+	for _, c := range ControlPlaneComponents {
+		data, err := os.ReadFile(filepath.Join(dir, "run", c+".pid"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c, err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			return nil, fmt.Errorf("%s's PID file: %w", c, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
