@@ -169,21 +169,10 @@ func isSidecar(pod *v1.Pod, c *v1.Container) bool {
 	return false
 }
 
-const (
-	systemNodeCritical = "system-node-critical"
-	// systemCriticalPriority is the lowest priority of the system-* classes.
-	systemCriticalPriority = 2 * 1000000000
-)
+const systemNodeCritical = "system-node-critical"
 
 // isNodeCriticalPod reports whether the pod is critical (static, mirror or
 // of system priority) and of the system-node-critical class.
 func isNodeCriticalPod(pod *v1.Pod) bool {
-	return isCriticalPod(pod) && pod.Spec.PriorityClassName == systemNodeCritical
-}
-
-func isCriticalPod(pod *v1.Pod) bool {
-	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
+	return kubetypes.IsCriticalPod(pod) && pod.Spec.PriorityClassName == systemNodeCritical
 }

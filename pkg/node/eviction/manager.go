@@ -422,7 +422,7 @@ func (m *Manager) gracePeriod(t Threshold, pod *v1.Pod) int64 {
 // as upstream: the pod is on its way out).
 func (m *Manager) evictPod(ctx context.Context, pod *v1.Pod, grace int64, message string, annotations map[string]string, condition *v1.PodCondition, signal string) bool {
 	logger := klog.FromContext(ctx)
-	if isCriticalPod(pod) {
+	if kubetypes.IsCriticalPod(pod) {
 		logger.Error(nil, "Eviction manager: cannot evict a critical pod", "pod", klog.KObj(pod))
 		return false
 	}
@@ -460,16 +460,6 @@ func setPodCondition(status *v1.PodStatus, c v1.PodCondition, now metav1.Time) {
 		}
 	}
 	status.Conditions = append(status.Conditions, c)
-}
-
-// isCriticalPod is upstream's kubetypes.IsCriticalPod: static and mirror
-// pods, and pods at system-critical priority.
-func isCriticalPod(pod *v1.Pod) bool {
-	const systemCriticalPriority = 2 * 1000000000
-	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
 }
 
 // waitForCleanup waits until every evicted pod is cleaned up, or 30 s.

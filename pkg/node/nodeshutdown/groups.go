@@ -13,11 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
-)
 
-// systemCriticalPriority is scheduling.SystemCriticalPriority, the lowest
-// priority of the system-* priority classes.
-const systemCriticalPriority = 2 * 1000000000
+	"github.com/nodelet/nodelet/pkg/kubetypes"
+)
 
 // shutdownGroups returns the priority ranges pods are killed in, lowest
 // priority first. Without ShutdownGracePeriodByPodPriority the two-group
@@ -43,7 +41,7 @@ func twoGroups(total, critical time.Duration) []kubeletconfig.ShutdownGracePerio
 	}
 	return []kubeletconfig.ShutdownGracePeriodByPodPriority{
 		{Priority: 0, ShutdownGracePeriodSeconds: int64(regular / time.Second)},
-		{Priority: systemCriticalPriority, ShutdownGracePeriodSeconds: int64(critical / time.Second)},
+		{Priority: kubetypes.SystemCriticalPriority, ShutdownGracePeriodSeconds: int64(critical / time.Second)},
 	}
 }
 

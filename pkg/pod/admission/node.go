@@ -8,6 +8,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodelet/nodelet/pkg/kubetypes"
 	"github.com/nodelet/nodelet/pkg/qos"
 )
 
@@ -26,7 +27,7 @@ func (a *Admitter) admitNodePressure(pod *v1.Pod, _ []*v1.Pod) Result {
 		return admitted()
 	}
 	conditions := a.opts.PressureConditions()
-	if len(conditions) == 0 || isCriticalPod(pod) {
+	if len(conditions) == 0 || kubetypes.IsCriticalPod(pod) {
 		return admitted()
 	}
 	if len(conditions) == 1 && slices.Contains(conditions, v1.NodeMemoryPressure) {

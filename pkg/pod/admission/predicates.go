@@ -35,10 +35,6 @@ const (
 	descTaintToleration = "node(s) had taints that the pod didn't tolerate"
 )
 
-// systemCriticalPriority is scheduling.SystemCriticalPriority (2 × the highest
-// user-definable priority): pods at or above it are critical.
-const systemCriticalPriority = 2 * 1000000000
-
 // failure is one failed predicate, already in the shape of its Result.
 type failure struct {
 	Result
@@ -88,7 +84,7 @@ func (a *Admitter) admitPredicates(pod *v1.Pod, others []*v1.Pod) Result {
 			failures = generalPredicates(fitPod, others, fresh)
 		}
 	}
-	if isCriticalPod(pod) {
+	if kubetypes.IsCriticalPod(pod) {
 		failures = criticalPodFailures(failures)
 	}
 	if len(failures) == 0 {
@@ -171,13 +167,4 @@ func strictSupplementalGroupsUnsupported(pod *v1.Pod, node *v1.Node) bool {
 	}
 	f := node.Status.Features
 	return f == nil || f.SupplementalGroupsPolicy == nil || !*f.SupplementalGroupsPolicy
-}
-
-// isCriticalPod is upstream's kubetypes.IsCriticalPod: static and mirror pods, and pods
-// at system-critical priority.
-func isCriticalPod(pod *v1.Pod) bool {
-	if kubetypes.IsStaticPod(pod) || kubetypes.IsMirrorPod(pod) {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority
 }
