@@ -46,6 +46,10 @@ const (
 func Run(ctx context.Context, opts *config.Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	trimDelay, trim, err := binaryTrimDelay(os.Getenv(binaryTrimEnv))
+	if err != nil {
+		return err
+	}
 	if err := checkSwap(*opts.Config.FailSwapOn, "/proc/swaps"); err != nil {
 		return err
 	}
@@ -100,6 +104,9 @@ func Run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 	klog.InfoS("nodelet started", "rootDir", opts.RootDirectory, "podLogsDir", opts.Config.PodLogsDir)
+	if trim {
+		scheduleBinaryTrim(ctx, trimDelay)
+	}
 	if err := notifyServiceManager(ctx, loop.SyncLoopHealthy); err != nil {
 		return err
 	}

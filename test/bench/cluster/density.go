@@ -36,6 +36,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // deploymentLabel marks a Deployment's pods (value: its name): the tracker finds their
@@ -57,6 +59,10 @@ type densityResults struct {
 	// rss is each round's median RSS sample with the pods up; idleCPU its CPU in ms/s.
 	rss     map[string][]usage
 	idleCPU map[string][]float64
+	// reclaimed is the median RSS sample after the kernel was made to reclaim the
+	// binary's resident pages, as memory pressure would (last round): RSS without the
+	// code a kubelet ran once, whether or not it hands those pages back itself.
+	reclaimed map[string]usage
 	// floor is the same number of pods started by direct CRI calls on nodelet's rig, at
 	// once; pacedFloor the same, each pod started when the latest scale-up's pod of its
 	// rank reached the API (arrivals, offsets from the scale call), so that the ReplicaSet
@@ -84,7 +90,7 @@ type densityResults struct {
 func newDensityResults() densityResults {
 	return densityResults{up: map[string][]time.Duration{}, down: map[string][]time.Duration{},
 		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{}, upBudget: map[string][]cpuBudget{},
-		rss: map[string][]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
+		rss: map[string][]usage{}, reclaimed: map[string]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
 		criCalls: map[string]map[string]float64{}, phases: map[string]map[string]float64{}}
 }
 
@@ -146,6 +152,11 @@ func (b *bench) densityRound(ctx context.Context, k *kubelet, round int) error {
 		return err
 	}
 	b.densityHeap(ctx, k)
+	if round == b.o.densityRounds-1 {
+		if err := b.densityReclaimed(ctx, k); err != nil {
+			return err
+		}
+	}
 	if err := b.densityDown(ctx, k, name, keys); err != nil {
 		return err
 	}
@@ -276,6 +287,28 @@ func (b *bench) densityIdle(ctx context.Context, k *kubelet) error {
 	first, last := s[0], s[len(s)-1]
 	r.idleCPU[k.name] = append(r.idleCPU[k.name], 1000*(last.cpu-first.cpu).Seconds()/last.at.Sub(first.at).Seconds())
 	r.rss[k.name] = append(r.rss[k.name], medianRSS(s))
+	return nil
+}
+
+// reclaimSettle is how long a kubelet runs after its binary's pages were reclaimed before
+// its RSS is sampled (over reclaimWindow): what it runs again is read back meanwhile.
+const reclaimSettle, reclaimWindow = 10 * time.Second, 20 * time.Second
+
+// densityReclaimed has the kernel reclaim k's binary's resident pages and samples its RSS
+// after. A kernel that refuses (before 5.10) costs the figure, not the run.
+func (b *bench) densityReclaimed(ctx context.Context, k *kubelet) error {
+	if err := host.PageOutBinary(k.cmd.Process.Pid); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %-8s no RSS after reclaim: %v\n", k.name, err)
+		return nil
+	}
+	if err := b.sleep(ctx, reclaimSettle); err != nil {
+		return err
+	}
+	samples, err := b.sampleUsage(ctx, reclaimWindow, k)
+	if err != nil {
+		return err
+	}
+	b.results.density.reclaimed[k.name] = medianRSS(samples[k.name])
 	return nil
 }
 
@@ -483,6 +516,7 @@ func (b *bench) densityRows() []row {
 		{what: fmt.Sprintf("density: kubelet RSS with %d pods (median)", n), n: rss("nodelet"), u: rss("upstream"), unit: "MiB", aim: 0.45},
 		{what: "density: of which anonymous (heap, stacks)", n: anon("nodelet"), u: anon("upstream"), unit: "MiB"},
 		{what: "density: of which file-backed (the binary's pages)", n: file("nodelet"), u: file("upstream"), unit: "MiB"},
+		{what: "density: RSS after the kernel reclaimed the binary's pages (last round)", n: r.reclaimed["nodelet"].rssMiB, u: r.reclaimed["upstream"].rssMiB, unit: "MiB"},
 		{what: fmt.Sprintf("density: %d pods, one Deployment scale-up → all Ready (median of %d)", n, rounds), n: med(r.up, "nodelet"), u: med(r.up, "upstream"), aim: 0.8, duration: true},
 		{what: fmt.Sprintf("density: kubelet CPU-seconds to bring the %d up (median)", n), n: cpu("nodelet"), u: cpu("upstream"), aim: 0.5, duration: true},
 		{what: fmt.Sprintf("density: idle CPU with %d pods (over %.0f s)", n, b.o.idle.Seconds()), n: idle("nodelet"), u: idle("upstream"), unit: "ms/s", aim: 0.3},
@@ -547,6 +581,12 @@ func (b *bench) printDensityContext(out io.Writer) {
 		fmt.Fprintf(out, "  %-8s CPU to bring them up (median): kubelet %.2f s, its containerd %.2f s; RSS %.1f MiB = %.1f MiB anonymous (heap, stacks) + %.1f MiB file-backed (its binary); idle CPU per round %s ms/s\n",
 			name, median(kubeletCPU(r.upCPU[name])).Seconds(), median(runtimeCPU(r.upCPU[name])).Seconds(),
 			rss.rssMiB, rss.anonMiB, rss.fileMiB, floats(r.idleCPU[name]))
+	}
+	for _, name := range []string{"nodelet", "upstream"} {
+		if u, ok := r.reclaimed[name]; ok {
+			fmt.Fprintf(out, "  %-8s RSS %.0f s after the kernel reclaimed its binary's pages (last round, median over %.0f s): %.1f MiB = %.1f anonymous + %.1f file-backed\n",
+				name, reclaimSettle.Seconds(), reclaimWindow.Seconds(), u.rssMiB, u.anonMiB, u.fileMiB)
+		}
 	}
 	printCPUBudgets(out, r)
 	for _, name := range []string{"nodelet", "upstream"} {

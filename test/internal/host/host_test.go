@@ -1,11 +1,15 @@
 package host
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nodelet/nodelet/pkg/binarypages"
 )
 
 func TestParseBusyCPU(t *testing.T) {
@@ -48,5 +52,43 @@ func TestControlPlanePIDsReadsEachFile(t *testing.T) {
 	pids, err := ControlPlanePIDs(dir)
 	if err != nil || len(pids) != 4 || pids[0] != 100 || pids[3] != 103 {
 		t.Errorf("pids %v, %v; want 100..103", pids, err)
+	}
+}
+
+// TestPageOutBinaryOfAChild pages out a running child's binary (a copy of this test
+// binary, asleep: the kernel leaves alone pages another process maps too, as this one
+// maps its own binary's): its file-backed RSS must fall.
+func TestPageOutBinaryOfAChild(t *testing.T) {
+	if os.Getenv("HOST_TEST_SLEEP") == "1" {
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(t.TempDir(), "sleeper")
+	if err := os.WriteFile(copied, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copied, "-test.run=^TestPageOutBinaryOfAChild$")
+	cmd.Env = append(os.Environ(), "HOST_TEST_SLEEP=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+	var before int64
+	for deadline := time.Now().Add(5 * time.Second); before <= 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		before = binarypages.ResidentFileKiB(status)
+	}
+	if err := PageOutBinary(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	after := binarypages.ResidentFileKiB(status)
+	t.Logf("the child's RssFile: %d KiB before, %d KiB after", before, after)
+	if before <= 0 || after >= before {
+		t.Errorf("RssFile did not fall: %d KiB before, %d KiB after", before, after)
 	}
 }
