@@ -46,6 +46,7 @@ const (
 func Run(ctx context.Context, opts *config.Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	setGCPercent(os.Getenv)
 	trimDelay, trim, err := binaryTrimDelay(os.Getenv(binaryTrimEnv))
 	if err != nil {
 		return err

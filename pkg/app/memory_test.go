@@ -1,6 +1,7 @@
 package app
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -28,5 +29,18 @@ func TestBinaryTrimDelay(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), binaryTrimEnv) {
 			t.Errorf("binaryTrimDelay(%q): error %q does not name %s", tc.value, err, binaryTrimEnv)
 		}
+	}
+}
+
+func TestSetGCPercentLeavesAGivenGOGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	setGCPercent(func(string) string { return "200" })
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set, GC percent changed to %d", got)
+	}
+	setGCPercent(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("without GOGC, GC percent %d, want %d", got, gcPercent)
 	}
 }

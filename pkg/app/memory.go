@@ -3,12 +3,26 @@ package app
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/nodelet/nodelet/pkg/binarypages"
 )
+
+// gcPercent is nodelet's GOGC unless its environment sets one. nodelet's live heap is
+// small (12-17 MB with 110 pods) and Go's default lets the heap grow to twice that between
+// collections; at 50 it grows to one and a half times, ~6 MiB less RSS with 110 pods for
+// more frequent, smaller collections (no difference in idle CPU measured).
+const gcPercent = 50
+
+// setGCPercent applies gcPercent unless GOGC is set (the runtime has read it already).
+func setGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+}
 
 // Once start-up is over, nodelet hands back the resident pages of its own binary (see
 // pkg/binarypages). Measured on a node with 110 pods, its file-backed RSS falls from
