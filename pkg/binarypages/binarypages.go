@@ -27,8 +27,8 @@ type Range struct{ Start, End uintptr }
 func (r Range) Len() uintptr { return r.End - r.Start }
 
 // Trim advises the kernel, for every read-only mapping of the executable exeLink points
-// to (/proc/self/exe), to read its pages on demand only (no read-ahead, so a fault maps
-// little more than the page it needs) and to reclaim the pages it holds now. The
+// to (/proc/self/exe), to reclaim the pages it holds now and from then on to read them on
+// demand only (no read-ahead, so a fault maps little more than the page it needs). The
 // writable data mapping is left alone: its pages are the process's own once written.
 // The process goes on running; what it needs again is read back from the file.
 func Trim(exeLink, mapsPath string) error {
@@ -36,16 +36,18 @@ func Trim(exeLink, mapsPath string) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range ranges {
-		if err := madvise(r, unix.MADV_RANDOM); err != nil {
-			return fmt.Errorf("madvise(MADV_RANDOM): %w", err)
+	// No read-ahead first, so that what other goroutines touch while the pages go is
+	// read back a page at a time too.
+	if err := adviseAll(ranges, unix.MADV_RANDOM); err != nil {
+		return fmt.Errorf("madvise(MADV_RANDOM): %w", err)
+	}
+	if err := adviseAll(ranges, unix.MADV_PAGEOUT); err != nil {
+		// The pages stay: keep read-ahead for them too.
+		_ = adviseAll(ranges, unix.MADV_NORMAL)
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("madvise(MADV_PAGEOUT) refused, the kernel is older than 5.4: %w", err)
 		}
-		if err := madvise(r, unix.MADV_PAGEOUT); err != nil {
-			if errors.Is(err, unix.EINVAL) {
-				return fmt.Errorf("madvise(MADV_PAGEOUT) refused, the kernel is older than 5.4: %w", err)
-			}
-			return fmt.Errorf("madvise(MADV_PAGEOUT): %w", err)
-		}
+		return fmt.Errorf("madvise(MADV_PAGEOUT): %w", err)
 	}
 	return nil
 }
@@ -97,6 +99,15 @@ func ReadOnlyMappings(maps io.Reader, path string) ([]Range, error) {
 		out = append(out, Range{uintptr(start), uintptr(end)})
 	}
 	return out, sc.Err()
+}
+
+func adviseAll(ranges []Range, advice int) error {
+	for _, r := range ranges {
+		if err := madvise(r, advice); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // madvise is madvise(2) on a range the process does not hold as a Go slice (its code).
