@@ -53,6 +53,6 @@ func TestTrimBinaryDropsResidentPages(t *testing.T) {
 func TestTrimBinaryNoMapping(t *testing.T) {
 	err := Trim("/proc/self/exe", "/dev/null")
 	if err == nil || !strings.Contains(err.Error(), "no read-only mapping") {
-		t.Errorf("trimBinary with no mapping: %v", err)
+		t.Errorf("Trim with no mapping: %v", err)
 	}
 }
