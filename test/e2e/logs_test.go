@@ -210,7 +210,13 @@ func TestLogsFollowSurvivesContainerdRotation(t *testing.T) {
 		t.Fatal("ReadLogs still following a minute later")
 	}
 	if got, want := stdout.String(), numberedLines("line", 1, 300); got != want {
-		t.Errorf("after %d rotations got %d lines, want 300:\n%s", rotations, strings.Count(got, "\n"), got)
+		files := []string{}
+		for i := range rotations {
+			files = append(files, fmt.Sprintf("%s.%d", p.logPath, i))
+		}
+		t.Errorf("after %d rotations got %d lines, want 300; missing %v, out of order or extra %v; the files hold %s",
+			rotations, strings.Count(got, "\n"), missingLines(got, "line", 300), unexpectedLines(got, "line", 300),
+			lineRanges(append(files, p.logPath)))
 	}
 	for i := range rotations {
 		// Each rotated file got lines, so each switch happened mid-stream.
@@ -218,4 +224,60 @@ func TestLogsFollowSurvivesContainerdRotation(t *testing.T) {
 			t.Errorf("rotated log %d: %v, %v", i, info, err)
 		}
 	}
+}
+
+// missingLines lists the numbers of prefix1…prefixN that are not in got.
+func missingLines(got, prefix string, n int) []int {
+	have := map[string]bool{}
+	for _, l := range strings.Split(got, "\n") {
+		have[l] = true
+	}
+	var missing []int
+	for i := 1; i <= n; i++ {
+		if !have[fmt.Sprintf("%s%d", prefix, i)] {
+			missing = append(missing, i)
+		}
+	}
+	return missing
+}
+
+// unexpectedLines lists the lines of got that are not the next one of
+// prefix1…prefixN.
+func unexpectedLines(got, prefix string, n int) []string {
+	var odd []string
+	next := 1
+	for _, l := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+		var i int
+		if _, err := fmt.Sscanf(l, prefix+"%d", &i); err != nil || i > n || i < next {
+			odd = append(odd, l)
+			continue
+		}
+		next = i + 1
+	}
+	return odd
+}
+
+// lineRanges says which numbered lines each log file holds, first and last.
+func lineRanges(paths []string) string {
+	var b strings.Builder
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", filepath.Base(path), err)
+			continue
+		}
+		first, last, count := "", "", 0
+		for _, rec := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			fields := strings.SplitN(rec, " ", 4)
+			if len(fields) < 4 {
+				continue
+			}
+			if first == "" {
+				first = fields[3]
+			}
+			last, count = fields[3], count+1
+		}
+		fmt.Fprintf(&b, "%s: %d lines, %s…%s; ", filepath.Base(path), count, first, last)
+	}
+	return b.String()
 }

@@ -194,6 +194,7 @@ func TestFollowSurvivesRotation(t *testing.T) {
 		if err := rt.ReopenContainerLog(context.Background(), testContainerID); err != nil {
 			t.Fatal(err)
 		}
+		write(1) // the follower moves once the new log has data
 		waitFollowerOnLog(t, l)
 	}
 	write(5)
@@ -207,9 +208,10 @@ func TestFollowSurvivesRotation(t *testing.T) {
 	}
 }
 
-// TestSwitchIfRotatedReadsOldFileToTheEnd covers the moment between the
-// follower's last read of the old file and its move to the new one: what the
-// runtime wrote to the old file meanwhile must come first.
+// TestSwitchIfRotatedReadsOldFileToTheEnd covers the moments around a
+// rotation: the runtime writes the renamed file until it has reopened the
+// log, and may still flush a line there after the new file has data. Every
+// line written to the old file must come out, before the new file's.
 func TestSwitchIfRotatedReadsOldFileToTheEnd(t *testing.T) {
 	l := newFakeLog(t)
 	l.out(t, "a")
@@ -223,39 +225,97 @@ func TestSwitchIfRotatedReadsOldFileToTheEnd(t *testing.T) {
 	if err := fl.src.copyAvailable(fl.out); err != nil {
 		t.Fatal(err)
 	}
-	switched := func() bool {
+	switched := func(final bool) bool {
 		t.Helper()
-		ok, err := fl.switchIfRotated()
+		ok, err := fl.switchIfRotated(final)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
-	if switched() {
+	if switched(false) {
 		t.Fatal("switched without a rotation")
 	}
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		t.Fatal(err)
 	}
 	l.out(t, "b")
-	if switched() {
+	if switched(false) {
 		t.Fatal("switched before the runtime reopened the log")
 	}
-	l.raw(t, baseTime.Format(time.RFC3339Nano)+" stdout F never finished")
-	if err := l.reopen(); err != nil {
+	old, err := l.create()
+	if err != nil {
 		t.Fatal(err)
 	}
-	l.out(t, "c")
-	if !switched() {
+	defer old.Close()
+	writeOld := func(s string) {
+		t.Helper()
+		if _, err := old.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeOld(baseTime.Format(time.RFC3339Nano) + " stdout F c\n")
+	if switched(false) {
+		t.Fatal("switched to a new log the runtime has not written yet")
+	}
+	l.out(t, "d")
+	writeOld(baseTime.Format(time.RFC3339Nano) + " stdout F e\n")
+	if !switched(false) {
 		t.Fatal("did not switch to the new log")
 	}
-	if got := out.String(); got != "a\nb\nnever finished" {
+	writeOld(baseTime.Format(time.RFC3339Nano) + " stdout F f\n")
+	writeOld(baseTime.Format(time.RFC3339Nano) + " stdout F never finished")
+	if err := fl.drainRetired(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a\nb\nc\ne\nf\n" {
 		t.Errorf("after the switch: %q", got)
+	}
+	if fl.retired == nil {
+		t.Fatal("the old log was closed before its grace period ended")
+	}
+	fl.retired.until = time.Now()
+	if err := fl.drainRetired(false); err != nil {
+		t.Fatal(err)
+	}
+	if fl.retired != nil {
+		t.Error("the old log is still read after its grace period")
 	}
 	if err := fl.src.copyAvailable(fl.out); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != "a\nb\nnever finishedc\n" {
+	if got := out.String(); got != "a\nb\nc\ne\nf\nnever finishedd\n" {
 		t.Errorf("after reading the new log: %q", got)
+	}
+}
+
+// TestSwitchIfRotatedAfterExitTakesAnEmptyLog: once the container has
+// stopped nothing more is written, so the follower moves to the new file
+// even though it is empty, and reads the old one to its end first.
+func TestSwitchIfRotatedAfterExitTakesAnEmptyLog(t *testing.T) {
+	l := newFakeLog(t)
+	l.out(t, "a")
+	f, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	fl := &follower{path: l.path, out: newLogWriter(&out, &out, options(v1.PodLogOptions{})), file: f, src: newLineSource(f, l.path)}
+	defer fl.close()
+	if err := os.Rename(l.path, l.path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	l.out(t, "b")
+	if err := l.reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := fl.switchIfRotated(true); err != nil || !ok {
+		t.Fatalf("switched %v, %v", ok, err)
+	}
+	if err := fl.drainRetired(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a\nb\n" || fl.retired != nil {
+		t.Errorf("got %q, retired %v", got, fl.retired)
 	}
 }

@@ -43,17 +43,25 @@ func newFakeLog(t *testing.T) *fakeLog {
 
 // reopen switches writes to the file now at the log path, creating it.
 func (l *fakeLog) reopen() error {
+	old, err := l.create()
+	if old != nil {
+		old.Close()
+	}
+	return err
+}
+
+// create switches writes to the file now at the log path, creating it, and
+// returns the old file still open: a runtime's replaced writer may still
+// flush to it.
+func (l *fakeLog) create() (old *os.File, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if l.file != nil {
-		l.file.Close()
-	}
-	l.file = f
-	return nil
+	old, l.file = l.file, f
+	return old, nil
 }
 
 // record writes one CRI record stamped one millisecond after the previous.
@@ -161,21 +169,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitFollowerOnLog waits until a follower has the file now at the log path
-// open: two descriptors of this process name it, the fakeLog's and the
-// follower's (a rotated file's descriptors name its new name). A follower
-// that lets several rotations pass between two looks skips files, as the
-// kubelet's does; rotations are monitorInterval apart, so this does not
-// happen in practice, and tests must not make it happen.
+// open. A follower that lets several rotations pass between two looks skips
+// files that had data, as the kubelet's does; rotations are monitorInterval
+// apart, so this does not happen in practice, and tests must not make it
+// happen. A follower moves to a new file only once it has data.
 func waitFollowerOnLog(t *testing.T, l *fakeLog) {
 	t.Helper()
-	waitFor(t, "the follower to open the new log", func() bool {
-		fds, _ := os.ReadDir("/proc/self/fd")
-		open := 0
-		for _, fd := range fds {
-			if target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); target == l.path {
-				open++
-			}
+	waitFor(t, "the follower to open the new log", func() bool { return followerOnLog(l) })
+}
+
+// followerOnLog tells whether two descriptors of this process name the file
+// at the log path, the fakeLog's and the follower's (a rotated file's
+// descriptors name its new name).
+func followerOnLog(l *fakeLog) bool {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	open := 0
+	for _, fd := range fds {
+		if target, _ := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); target == l.path {
+			open++
 		}
-		return open == 2
-	})
+	}
+	return open == 2
 }

@@ -167,12 +167,26 @@ type follower struct {
 	src            *lineSource
 	changes        <-chan struct{} // a change in the log directory; nil when polling
 	lastCheck      time.Time       // when the container was last seen running
+	retired        *retiredLog     // the file the follower moved away from, still read for a while
 }
 
-// close closes the file the follower reads, which may be a successor of the
+// retiredLog is a rotated log file the follower has moved away from. The
+// runtime creates the new file before it moves its writers over, and a
+// writer it replaced may still flush a line into the old file after the
+// new one has data, so the old file is read until its grace period ends.
+type retiredLog struct {
+	file  *os.File
+	src   *lineSource
+	until time.Time
+}
+
+// close closes the files the follower reads, which may be successors of the
 // one it started with.
 func (fl *follower) close() {
 	fl.file.Close()
+	if fl.retired != nil {
+		fl.retired.file.Close()
+	}
 }
 
 func (fl *follower) run(ctx context.Context) error {
@@ -185,10 +199,13 @@ func (fl *follower) run(ctx context.Context) error {
 		fl.changes = changes
 	}
 	for {
+		if err := fl.drainRetired(false); err != nil {
+			return err
+		}
 		if err := fl.src.copyAvailable(fl.out); err != nil {
 			return err
 		}
-		switched, err := fl.switchIfRotated()
+		switched, err := fl.switchIfRotated(false)
 		if err != nil {
 			return err
 		}
@@ -212,10 +229,13 @@ func (fl *follower) run(ctx context.Context) error {
 // the current file and in any successor a late rotation created.
 func (fl *follower) finish() error {
 	for {
+		if err := fl.drainRetired(true); err != nil {
+			return err
+		}
 		if err := fl.src.copyAvailable(fl.out); err != nil {
 			return err
 		}
-		switched, err := fl.switchIfRotated()
+		switched, err := fl.switchIfRotated(true)
 		if err != nil {
 			return err
 		}
@@ -226,11 +246,14 @@ func (fl *follower) finish() error {
 	}
 }
 
-// switchIfRotated moves to a new file at the log path once the runtime has
-// created one. Rotation renames the log, then asks the runtime to reopen it;
-// until the runtime has done so it keeps writing the renamed file, so that
-// file is read to its end before moving on.
-func (fl *follower) switchIfRotated() (bool, error) {
+// switchIfRotated moves to a new file at the log path. Rotation renames the
+// log, then asks the runtime to reopen it; the runtime keeps writing the
+// renamed file until it has created the new one and moved its writers
+// over. So, while the container runs, the follower moves only once the new
+// file has data, and goes on reading the old one for a grace period; once
+// the container has stopped (final), nothing more is written and it moves
+// at once.
+func (fl *follower) switchIfRotated(final bool) (bool, error) {
 	current, err := os.Stat(fl.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // renamed, the runtime has not reopened it yet
@@ -242,7 +265,7 @@ func (fl *follower) switchIfRotated() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("failed to stat open log file %q: %w", fl.path, err)
 	}
-	if os.SameFile(open, current) {
+	if os.SameFile(open, current) || (!final && current.Size() == 0) {
 		return false, nil
 	}
 	next, err := os.Open(fl.path)
@@ -252,14 +275,45 @@ func (fl *follower) switchIfRotated() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("failed to open log file %q: %w", fl.path, err)
 	}
-	if err := fl.src.copyAll(fl.out); err != nil {
+	if err := fl.retire(); err != nil {
 		next.Close()
 		return false, err
 	}
 	klog.V(4).InfoS("Log file was rotated, following the new one", "path", fl.path)
-	fl.file.Close()
 	fl.file, fl.src = next, newLineSource(next, fl.path)
 	return true, nil
+}
+
+// retire reads the current file to its end and keeps it as the retired
+// one, after finishing with the one retired before it.
+func (fl *follower) retire() error {
+	if err := fl.drainRetired(true); err != nil {
+		return err
+	}
+	if err := fl.src.copyAvailable(fl.out); err != nil {
+		return err
+	}
+	fl.retired = &retiredLog{file: fl.file, src: fl.src, until: time.Now().Add(statusCheckPeriod)}
+	return nil
+}
+
+// drainRetired writes what was added to the retired file since the last
+// read. When final, or when its grace period is over, it also writes an
+// unfinished last line and closes the file.
+func (fl *follower) drainRetired(final bool) error {
+	r := fl.retired
+	if r == nil {
+		return nil
+	}
+	if err := r.src.copyAvailable(fl.out); err != nil {
+		return err
+	}
+	if !final && time.Now().Before(r.until) {
+		return nil
+	}
+	fl.retired = nil
+	r.file.Close()
+	return r.src.flushPending(fl.out)
 }
 
 // containerRunning asks the runtime whether the container still runs, at

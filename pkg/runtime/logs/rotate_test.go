@@ -283,7 +283,11 @@ func TestFollowSurvivesManagerRotation(t *testing.T) {
 		}
 		if slices.Contains(rt.GetCalls()[before:], "ReopenContainerLog") {
 			rotations++
-			waitFollowerOnLog(t, l)
+			// The follower moves once the new log has data; a log the
+			// writer finished before writing is left empty.
+			waitFor(t, "the follower to open the new log", func() bool {
+				return followerOnLog(l) || (closed(written) && emptyLog(t, l))
+			})
 		}
 	}
 	f.waitStdout(t, lines(1, total))
@@ -337,4 +341,22 @@ func TestContainerLogManagerAsksForEachLogPathOnce(t *testing.T) {
 	if len(m.logPaths) != 0 {
 		t.Errorf("log paths of stopped containers kept: %v", m.logPaths)
 	}
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func emptyLog(t *testing.T, l *fakeLog) bool {
+	t.Helper()
+	info, err := os.Stat(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Size() == 0
 }
