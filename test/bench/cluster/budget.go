@@ -16,13 +16,14 @@ import (
 // its waiting.
 
 // cpuBudget is CPU time spent over a window: by the whole machine (all CPUs busy), by the
-// control plane's four processes and by one kubelet's containerd (the daemon itself, not
-// its shims).
+// control plane's four processes, by one kubelet and by its containerd (the daemon itself,
+// not its shims).
 type cpuBudget struct {
-	machine, controlPlane, containerd time.Duration
+	machine, controlPlane, kubelet, containerd time.Duration
 }
 
-// cpuNow reads the CPU the machine, the control plane and k's containerd have spent so far.
+// cpuNow reads the CPU the machine, the control plane, k and k's containerd have spent so
+// far.
 func (b *bench) cpuNow(k *kubelet) (cpuBudget, error) {
 	machine, err := host.MachineBusyCPU()
 	if err != nil {
@@ -32,28 +33,29 @@ func (b *bench) cpuNow(k *kubelet) (cpuBudget, error) {
 	if err != nil {
 		return cpuBudget{}, err
 	}
-	runtimePID, err := k.rig.pid()
+	kc, err := cpuOf(k)
 	if err != nil {
 		return cpuBudget{}, err
 	}
 	return cpuBudget{machine: machine, controlPlane: fromSeconds(host.CPUSecondsOf(pids)),
-		containerd: fromSeconds(host.CPUSecondsOf([]int{runtimePID}))}, nil
+		kubelet: kc[0], containerd: kc[1]}, nil
 }
 
 func fromSeconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (c cpuBudget) since(before cpuBudget) cpuBudget {
 	return cpuBudget{machine: c.machine - before.machine, controlPlane: c.controlPlane - before.controlPlane,
-		containerd: c.containerd - before.containerd}
+		kubelet: c.kubelet - before.kubelet, containerd: c.containerd - before.containerd}
 }
 
 // medianBudget is the median of each part, taken apart.
 func medianBudget(s []cpuBudget) cpuBudget {
-	var machine, cp, containerd []time.Duration
+	var machine, cp, kubelet, containerd []time.Duration
 	for _, c := range s {
-		machine, cp, containerd = append(machine, c.machine), append(cp, c.controlPlane), append(containerd, c.containerd)
+		machine, cp = append(machine, c.machine), append(cp, c.controlPlane)
+		kubelet, containerd = append(kubelet, c.kubelet), append(containerd, c.containerd)
 	}
-	return cpuBudget{machine: median(machine), controlPlane: median(cp), containerd: median(containerd)}
+	return cpuBudget{machine: median(machine), controlPlane: median(cp), kubelet: median(kubelet), containerd: median(containerd)}
 }
 
 // printCPUBudgets prints what the whole machine spent over the at-once floor and over each
@@ -71,10 +73,9 @@ func printCPUBudgets(out io.Writer, r densityResults) {
 			continue
 		}
 		spent := medianBudget(r.upBudget[name])
-		kubelet := median(kubeletCPU(r.upCPU[name]))
-		rest := spent.machine - spent.controlPlane - kubelet - spent.containerd
+		rest := spent.machine - spent.controlPlane - spent.kubelet - spent.containerd
 		fmt.Fprintf(out, "  %-8s machine CPU over its bring-up (medians): %.1f s busy in %.2f s = control plane %.1f + kubelet %.1f + its containerd %.1f + the rest (shims, runc, CNI plugins, the bench, the other node idle) %.1f\n",
 			name, spent.machine.Seconds(), median(r.up[name]).Seconds(), spent.controlPlane.Seconds(),
-			kubelet.Seconds(), spent.containerd.Seconds(), rest.Seconds())
+			spent.kubelet.Seconds(), spent.containerd.Seconds(), rest.Seconds())
 	}
 }

@@ -14,8 +14,7 @@ func TestPrintCPUBudgetsSplitsTheMachine(t *testing.T) {
 	r.floor = []time.Duration{14 * s}
 	r.floorBudget = []cpuBudget{{machine: 27 * s, controlPlane: s, containerd: 10 * s}}
 	r.up["nodelet"] = []time.Duration{20 * s}
-	r.upCPU["nodelet"] = [][2]time.Duration{{2 * s, 12 * s}}
-	r.upBudget["nodelet"] = []cpuBudget{{machine: 38 * s, controlPlane: 8 * s, containerd: 12 * s}}
+	r.upBudget["nodelet"] = []cpuBudget{{machine: 38 * s, controlPlane: 8 * s, kubelet: 2 * s, containerd: 12 * s}}
 	var out strings.Builder
 	printCPUBudgets(&out, r)
 	got := out.String()

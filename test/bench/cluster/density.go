@@ -53,9 +53,8 @@ type densityResults struct {
 	// up: scale-up call → all Ready; down: scale to 0 → all gone; created: scale-up call →
 	// the last pod seen in the API (the ReplicaSet controller's part).
 	up, down, created map[string][]time.Duration
-	// upCPU is the CPU the kubelet and its containerd used over each bring-up; upBudget
-	// what the machine and the control plane used.
-	upCPU    map[string][][2]time.Duration
+	// upBudget is the CPU the machine, the control plane, the kubelet and its containerd
+	// used over each bring-up.
 	upBudget map[string][]cpuBudget
 	// rss is each round's median RSS sample with the pods up; idleCPU its CPU in ms/s.
 	rss     map[string][]usage
@@ -90,7 +89,7 @@ type densityResults struct {
 
 func newDensityResults() densityResults {
 	return densityResults{up: map[string][]time.Duration{}, down: map[string][]time.Duration{},
-		created: map[string][]time.Duration{}, upCPU: map[string][][2]time.Duration{}, upBudget: map[string][]cpuBudget{},
+		created: map[string][]time.Duration{}, upBudget: map[string][]cpuBudget{},
 		rss: map[string][]usage{}, reclaimed: map[string]usage{}, idleCPU: map[string][]float64{}, heap: map[string]string{}, heapFile: map[string]string{},
 		criCalls: map[string]map[string]float64{}, phases: map[string]map[string]float64{}}
 }
@@ -216,10 +215,6 @@ func densityTimeout(n int) time.Duration { return stepTimeout + time.Duration(n)
 // notes the time and CPU it took, and returns the pods' keys.
 func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]string, error) {
 	r := &b.results.density
-	before, err := cpuOf(k)
-	if err != nil {
-		return nil, err
-	}
 	budgetBefore, err := b.cpuNow(k)
 	if err != nil {
 		return nil, err
@@ -233,10 +228,6 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	if err != nil {
 		return nil, fmt.Errorf("%s: deployment %s: %w; see %s", k.name, name, err, k.logFile())
 	}
-	after, err := cpuOf(k)
-	if err != nil {
-		return nil, err
-	}
 	budgetAfter, err := b.cpuNow(k)
 	if err != nil {
 		return nil, err
@@ -245,7 +236,6 @@ func (b *bench) densityUp(ctx context.Context, k *kubelet, name string) ([]strin
 	r.arrivals = b.tracker.offsets(addedTimes, keys, start)
 	r.up[k.name] = append(r.up[k.name], at.Sub(start))
 	r.created[k.name] = append(r.created[k.name], lastAdded.Sub(start))
-	r.upCPU[k.name] = append(r.upCPU[k.name], [2]time.Duration{after[0] - before[0], after[1] - before[1]})
 	r.upBudget[k.name] = append(r.upBudget[k.name], budgetAfter.since(budgetBefore))
 	metricsAfter := b.kubeletMetrics(ctx, k)
 	r.criCalls[k.name] = countersSince(criOperations(metricsBefore), criOperations(metricsAfter))
@@ -511,7 +501,7 @@ func (b *bench) densityRows() []row {
 	rss := func(name string) float64 { return medianRSS(r.rss[name]).rssMiB }
 	anon := func(name string) float64 { return medianRSS(r.rss[name]).anonMiB }
 	file := func(name string) float64 { return medianRSS(r.rss[name]).fileMiB }
-	cpu := func(name string) float64 { return median(kubeletCPU(r.upCPU[name])).Seconds() }
+	cpu := func(name string) float64 { return medianBudget(r.upBudget[name]).kubelet.Seconds() }
 	idle := func(name string) float64 { return medianFloat(r.idleCPU[name]) }
 	rows := []row{
 		{what: fmt.Sprintf("density: kubelet RSS with %d pods (median)", n), n: rss("nodelet"), u: rss("upstream"), unit: "MiB", aim: 0.45},
@@ -529,24 +519,6 @@ func (b *bench) densityRows() []row {
 		}
 	}
 	return rows
-}
-
-// kubeletCPU is the kubelet's part of CPU pairs (kubelet, containerd).
-func kubeletCPU(pairs [][2]time.Duration) []time.Duration {
-	out := make([]time.Duration, len(pairs))
-	for i, p := range pairs {
-		out[i] = p[0]
-	}
-	return out
-}
-
-// runtimeCPU is the containerd's part of CPU pairs (kubelet, containerd).
-func runtimeCPU(pairs [][2]time.Duration) []time.Duration {
-	out := make([]time.Duration, len(pairs))
-	for i, p := range pairs {
-		out[i] = p[1]
-	}
-	return out
 }
 
 func medianFloat(v []float64) float64 {
@@ -584,9 +556,9 @@ func (b *bench) printDensityContext(out io.Writer) {
 			overheadLine(median(r.up["nodelet"])-floor, median(r.up["upstream"])-floor, 0.5))
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
-		rss := medianRSS(r.rss[name])
+		rss, spent := medianRSS(r.rss[name]), medianBudget(r.upBudget[name])
 		fmt.Fprintf(out, "  %-8s CPU to bring them up (median): kubelet %.2f s, its containerd %.2f s; RSS %.1f MiB = %.1f MiB anonymous (heap, stacks) + %.1f MiB file-backed (its binary); idle CPU per round %s ms/s\n",
-			name, median(kubeletCPU(r.upCPU[name])).Seconds(), median(runtimeCPU(r.upCPU[name])).Seconds(),
+			name, spent.kubelet.Seconds(), spent.containerd.Seconds(),
 			rss.rssMiB, rss.anonMiB, rss.fileMiB, floats(r.idleCPU[name]))
 	}
 	for _, name := range []string{"nodelet", "upstream"} {
