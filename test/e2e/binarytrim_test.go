@@ -4,26 +4,21 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nodelet/nodelet/pkg/binarypages"
+	"github.com/nodelet/nodelet/test/internal/host"
 )
 
 // privateBinary copies nodelet's binary for one test: the kernel leaves alone the pages
 // another process maps as well, so a trim is measured on a file no other nodelet runs.
 func privateBinary(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(nodeletBin(t))
+	bin, err := host.PrivateCopy(nodeletBin(t), t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "nodelet")
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return bin

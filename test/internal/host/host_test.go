@@ -63,12 +63,12 @@ func TestPageOutBinaryOfAChild(t *testing.T) {
 		time.Sleep(time.Minute)
 		os.Exit(0)
 	}
-	self, err := os.ReadFile("/proc/self/exe")
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	copied := filepath.Join(t.TempDir(), "sleeper")
-	if err := os.WriteFile(copied, self, 0o755); err != nil {
+	copied, err := PrivateCopy(self, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(copied, "-test.run=^TestPageOutBinaryOfAChild$")

@@ -2,6 +2,8 @@ package host
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -34,4 +36,16 @@ func PageOutBinary(pid int) error {
 		return fmt.Errorf("process_madvise(%d, MADV_PAGEOUT): %w", pid, errno)
 	}
 	return nil
+}
+
+// PrivateCopy copies the executable at path into dir and returns the copy's path. The
+// pages of a process that runs the copy are its own: the kernel's pageout leaves alone the
+// pages another process maps too, so a test of a binary's pageout runs a copy.
+func PrivateCopy(path, dir string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	copied := filepath.Join(dir, filepath.Base(path))
+	return copied, os.WriteFile(copied, data, 0o755)
 }
