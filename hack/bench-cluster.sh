@@ -19,6 +19,7 @@
 #   BENCH_REQUESTS_PODS=20 BENCH_REQUESTS_WINDOW=60s
 #   BENCH_DENSITY_PODS=110 BENCH_DENSITY_ROUNDS=1   (BENCH_IDLE is its idle window too)
 #   BENCH_CHURN_LIVE=100 BENCH_CHURN_RATE=2 BENCH_CHURN_DURATION=5m
+#   BENCH_CHURN_FLOOR=2m   the containerd floor's churn window (direct CRI calls); 0: none
 #   BENCH_RUNTIME=containerd   or containerd2: both rigs on containerd 2.x, whose container
 #                         events make nodelet's PLEG evented (upstream's stays relisting)
 set -euo pipefail
@@ -29,8 +30,9 @@ cd "$(dirname "$0")/.."
 # requests per pod lifecycle from the API server's audit log; density: BENCH_DENSITY_PODS
 # pods by one Deployment scale-up, CPU, RSS, idle CPU and heap profile with them up;
 # churn: BENCH_CHURN_RATE pods/s created and deleted with BENCH_CHURN_LIVE live, create →
-# Ready percentiles. At the defaults these three add roughly half an hour (churn: 5 min a
-# kubelet plus set-up).
+# Ready percentiles, and the same churn by direct CRI calls (BENCH_CHURN_FLOOR) as its
+# containerd floor. At the defaults these three add roughly half an hour (churn: 5 min a
+# kubelet, 2 min of floor, plus set-up).
 echo "== cluster mode: nodelet vs upstream's kubelet on ${BENCH_RUNTIME:-containerd}, scenarios: ${BENCH_SCENARIOS:-all} (of pods, api, volumes, requests, density, churn) =="
 exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-upstream "${UPSTREAM_KUBELET:-/var/cache/nodelet/k8s-v1.37.2/bin/kubelet}" \
@@ -44,4 +46,4 @@ exec go run ./test/bench/cluster -nodelet bin/nodelet \
 	-requests-pods "${BENCH_REQUESTS_PODS:-20}" -requests-window "${BENCH_REQUESTS_WINDOW:-60s}" \
 	-density-pods "${BENCH_DENSITY_PODS:-110}" -density-rounds "${BENCH_DENSITY_ROUNDS:-1}" \
 	-churn-live "${BENCH_CHURN_LIVE:-100}" -churn-rate "${BENCH_CHURN_RATE:-2}" \
-	-churn-duration "${BENCH_CHURN_DURATION:-5m}" -runtime "${BENCH_RUNTIME:-containerd}"
+	-churn-duration "${BENCH_CHURN_DURATION:-5m}" -churn-floor-duration "${BENCH_CHURN_FLOOR:-2m}" -runtime "${BENCH_RUNTIME:-containerd}"

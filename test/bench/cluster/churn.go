@@ -34,6 +34,10 @@ type churnResults struct {
 	// cpu is what the kubelet and its containerd used over the window; window its length.
 	cpu    map[string][2]time.Duration
 	window map[string]time.Duration
+	// floor are the start times of the raw CRI churn's pods (see churnfloor.go), floorErr
+	// why there are none.
+	floor    []time.Duration
+	floorErr error
 }
 
 func newChurnResults() churnResults {
@@ -41,8 +45,13 @@ func newChurnResults() churnResults {
 		cpu: map[string][2]time.Duration{}, window: map[string]time.Duration{}}
 }
 
-// churn runs the churn scenario on each kubelet in turn.
+// churn runs the churn's containerd floor, then the churn scenario on each kubelet in turn.
 func (b *bench) churn(ctx context.Context) error {
+	if b.o.churnFloorDuration > 0 {
+		if err := b.churnFloor(ctx); err != nil {
+			return err
+		}
+	}
 	for _, k := range b.kubelets() {
 		if err := b.churnOn(ctx, k); err != nil {
 			return err
@@ -217,4 +226,5 @@ func (b *bench) printChurnContext(out io.Writer) {
 			name, len(r.ready[name])+r.never[name], len(r.ready[name]), r.never[name], window,
 			cpu[0].Seconds(), 1000*cpu[0].Seconds()/window, cpu[1].Seconds(), 1000*cpu[1].Seconds()/window)
 	}
+	b.printChurnFloor(out)
 }

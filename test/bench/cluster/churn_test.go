@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +64,43 @@ func TestRowWithInfiniteFigures(t *testing.T) {
 	r = row{n: inf, u: inf, aim: 0.7, duration: true}
 	if r.ratio() != "-" || r.aimCell() != "≤ 0.70 n/a" {
 		t.Errorf("both never Ready: %q %q", r.ratio(), r.aimCell())
+	}
+}
+
+// The floor's lines give its percentiles and each kubelet's create → Ready above them;
+// a failed floor says why, and no floor prints nothing.
+func TestPrintChurnFloor(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, m := range v {
+			out = append(out, time.Duration(m)*time.Millisecond)
+		}
+		return out
+	}
+	b := &bench{o: options{churnFloorDuration: 2 * time.Minute}, results: results{churn: newChurnResults()}}
+	var out strings.Builder
+	b.printChurnFloor(&out)
+	if out.Len() != 0 {
+		t.Errorf("printed without a floor: %q", out.String())
+	}
+	r := &b.results.churn
+	r.floor = ms(100, 200, 300, 400)
+	r.ready["nodelet"] = ms(150, 250, 350, 500)
+	r.ready["upstream"] = ms(200, 300, 400, 600)
+	b.printChurnFloor(&out)
+	for _, want := range []string{
+		"for 2m0s, RunPodSandbox → StartContainer returned: p50 0.20 s, p90 0.40 s, p99 0.40 s, max 0.40 s (4 pods)",
+		"p50 above the floor's (counts the API's and the watch's part): nodelet +0.05 s, upstream +0.10 s, ratio 0.50",
+		"p99 above the floor's (counts the API's and the watch's part): nodelet +0.10 s, upstream +0.20 s, ratio 0.50",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	r.floorErr = errors.New("deadline exceeded")
+	b.printChurnFloor(&out)
+	if !strings.Contains(out.String(), "no churn floor: the raw CRI churn failed: deadline exceeded") {
+		t.Errorf("failed floor: %q", out.String())
 	}
 }

@@ -25,8 +25,8 @@
 //     kubelet's overhead above it (see density.go);
 //  8. churn: -churn-live pods live while -churn-rate pods a second are created and as many
 //     of the oldest deleted for -churn-duration: create → Ready p50/p90/p99/max, pods
-//     never Ready ranked as infinitely slow and counted, and the CPU over the window (see
-//     churn.go).
+//     never Ready ranked as infinitely slow and counted, and the CPU over the window, with
+//     the containerd floor for the same churn (see churn.go, churnfloor.go).
 //
 // -scenarios picks which run: pods (1-3), api (4), volumes (5), requests (6), density
 // (7), churn (8); all by default. Density, requests and churn measure one kubelet at a
@@ -87,7 +87,7 @@ type options struct {
 	volumeRounds, volumePods                                     int
 	volumeWindow                                                 time.Duration
 	densityPods, densityRounds, requestsPods, churnLive          int
-	requestsWindow, churnDuration                                time.Duration
+	requestsWindow, churnDuration, churnFloorDuration            time.Duration
 	churnRate                                                    float64
 	// auditLog is the control plane's audit log (empty: logs/audit.log next to the
 	// admin kubeconfig).
@@ -184,6 +184,7 @@ func main() {
 	flag.IntVar(&o.churnLive, "churn-live", 100, "churn scenario: pods live on the node (terminating ones count towards maxPods too)")
 	flag.Float64Var(&o.churnRate, "churn-rate", 2, "churn scenario: pods created, and as many deleted, per second")
 	flag.DurationVar(&o.churnDuration, "churn-duration", 5*time.Minute, "churn scenario: length of the churn window")
+	flag.DurationVar(&o.churnFloorDuration, "churn-floor-duration", 2*time.Minute, "churn scenario: length of the containerd floor's churn window (direct CRI calls, nodelet frozen); 0: no floor")
 	flag.BoolVar(&o.server, "server", true, "enableServer for both: each serves its kubelet API on a free port (needed for the API figures)")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the kubelets' logs and configs (always kept after a failure)")
 	flag.Parse()
@@ -230,8 +231,8 @@ func (o options) checkNewScenarios() error {
 	if o.runs(scenarioRequests) && (o.requestsPods < 1 || o.requestsPods > maxPods || o.requestsWindow <= 0) {
 		return fmt.Errorf("-requests-pods must be 1 to %d (maxPods), -requests-window above 0", maxPods)
 	}
-	if o.runs(scenarioChurn) && (o.churnLive < 1 || o.churnLive >= maxPods || o.churnRate <= 0 || o.churnDuration <= 0) {
-		return fmt.Errorf("-churn-live must be 1 to %d (terminating pods need room under maxPods), -churn-rate and -churn-duration above 0", maxPods-1)
+	if o.runs(scenarioChurn) && (o.churnLive < 1 || o.churnLive >= maxPods || o.churnRate <= 0 || o.churnDuration <= 0 || o.churnFloorDuration < 0) {
+		return fmt.Errorf("-churn-live must be 1 to %d (terminating pods need room under maxPods), -churn-rate and -churn-duration above 0, -churn-floor-duration 0 or above", maxPods-1)
 	}
 	return nil
 }
