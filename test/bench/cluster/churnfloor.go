@@ -4,7 +4,8 @@ package main
 // nodelet frozen (SIGSTOP; it would rightly remove pods nobody asked it for). -churn-live
 // pods are started at once; then every 1/-churn-rate seconds one pod is started
 // (RunPodSandbox, CreateContainer, StartContainer, its configs made before the clock) and
-// the oldest stopped and removed, for -churn-floor-duration. A started pod's time from its
+// the oldest stopped and removed, for -churn-floor-duration, after the same settle as a
+// kubelet's churn has. A started pod's time from its
 // RunPodSandbox call to StartContainer's return is what no kubelet's create → Ready can
 // beat: the percentiles of those times, against each kubelet's, say how much of its
 // create → Ready is its own. The frozen nodelet's lease lapses meanwhile and its Node goes
@@ -81,8 +82,19 @@ func (b *bench) rawChurn(ctx context.Context, rs internalapi.RuntimeService) ([]
 		rec.removeAll(ctx, rs, live)
 		return nil, fmt.Errorf("base pods: %w", err)
 	}
+	// As before a kubelet's churn: the base pods' start-up work (shims, networks) must be
+	// over.
+	if err := b.sleep(ctx, b.o.idleSettle); err != nil {
+		rec.removeAll(ctx, rs, live)
+		return nil, err
+	}
+	windowStart := time.Now()
 	live, err := b.rawChurnWindow(ctx, rs, live, rec)
 	rec.removeAll(ctx, rs, live)
+	if s := rec.slowest; s.name != "" {
+		fmt.Fprintf(os.Stderr, "bench: raw CRI churn: slowest start %s, %.2f s, begun %.1f s into the window\n",
+			s.name, s.took.Seconds(), s.at.Sub(windowStart).Seconds())
+	}
 	return rec.took, errors.Join(err, rec.err())
 }
 
@@ -113,10 +125,18 @@ func (b *bench) rawChurnWindow(ctx context.Context, rs internalapi.RuntimeServic
 // churnRecord runs the floor's CRI calls, each on its own, and keeps their start times
 // and errors.
 type churnRecord struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	took []time.Duration
-	errs []error
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	took    []time.Duration
+	slowest rawStart // the slowest timed start, for the progress line
+	errs    []error
+}
+
+// rawStart is one raw pod's start: its name, when it began and how long it took.
+type rawStart struct {
+	name string
+	at   time.Time
+	took time.Duration
 }
 
 // start starts p; timed says whether its start time counts.
@@ -125,7 +145,7 @@ func (c *churnRecord) start(ctx context.Context, rs internalapi.RuntimeService, 
 		defer close(p.started)
 		t0 := time.Now()
 		err := p.start(ctx, rs)
-		c.note(time.Since(t0), timed, err)
+		c.note(rawStart{name: p.sandbox.GetMetadata().GetName(), at: t0, took: time.Since(t0)}, timed, err)
 	})
 }
 
@@ -133,7 +153,7 @@ func (c *churnRecord) start(ctx context.Context, rs internalapi.RuntimeService, 
 func (c *churnRecord) remove(ctx context.Context, rs internalapi.RuntimeService, p *churnRawPod) {
 	c.wg.Go(func() {
 		<-p.started
-		c.note(0, false, p.remove(ctx, rs))
+		c.note(rawStart{}, false, p.remove(ctx, rs))
 	})
 }
 
@@ -145,7 +165,7 @@ func (c *churnRecord) removeAll(ctx context.Context, rs internalapi.RuntimeServi
 	c.wg.Wait()
 }
 
-func (c *churnRecord) note(took time.Duration, timed bool, err error) {
+func (c *churnRecord) note(s rawStart, timed bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -153,7 +173,10 @@ func (c *churnRecord) note(took time.Duration, timed bool, err error) {
 		return
 	}
 	if timed {
-		c.took = append(c.took, took)
+		c.took = append(c.took, s.took)
+		if s.took > c.slowest.took {
+			c.slowest = s
+		}
 	}
 }
 
