@@ -213,15 +213,7 @@ func TestFollowSurvivesRotation(t *testing.T) {
 // log, and may still flush a line there after the new file has data. Every
 // line written to the old file must come out, before the new file's.
 func TestSwitchIfRotatedReadsOldFileToTheEnd(t *testing.T) {
-	l := newFakeLog(t)
-	l.out(t, "a")
-	f, err := os.Open(l.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	fl := &follower{path: l.path, out: newLogWriter(&out, &out, options(v1.PodLogOptions{})), file: f, src: newLineSource(f, l.path)}
-	defer fl.close()
+	l, fl, out := newTestFollower(t)
 	if err := fl.src.copyAvailable(fl.out); err != nil {
 		t.Fatal(err)
 	}
@@ -293,15 +285,7 @@ func TestSwitchIfRotatedReadsOldFileToTheEnd(t *testing.T) {
 // stopped nothing more is written, so the follower moves to the new file
 // even though it is empty, and reads the old one to its end first.
 func TestSwitchIfRotatedAfterExitTakesAnEmptyLog(t *testing.T) {
-	l := newFakeLog(t)
-	l.out(t, "a")
-	f, err := os.Open(l.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	fl := &follower{path: l.path, out: newLogWriter(&out, &out, options(v1.PodLogOptions{})), file: f, src: newLineSource(f, l.path)}
-	defer fl.close()
+	l, fl, out := newTestFollower(t)
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		t.Fatal(err)
 	}
@@ -318,4 +302,20 @@ func TestSwitchIfRotatedAfterExitTakesAnEmptyLog(t *testing.T) {
 	if got := out.String(); got != "a\nb\n" || fl.retired != nil {
 		t.Errorf("got %q, retired %v", got, fl.retired)
 	}
+}
+
+// newTestFollower returns a fakeLog holding the line "a", and a follower of
+// it that writes to out and has read nothing yet.
+func newTestFollower(t *testing.T) (*fakeLog, *follower, *syncBuffer) {
+	t.Helper()
+	l := newFakeLog(t)
+	l.out(t, "a")
+	f, err := os.Open(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	fl := &follower{path: l.path, out: newLogWriter(out, out, options(v1.PodLogOptions{})), file: f, src: newLineSource(f, l.path)}
+	t.Cleanup(fl.close)
+	return l, fl, out
 }
