@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -68,25 +67,26 @@ func (b *bench) rawChurn(ctx context.Context, rs internalapi.RuntimeService) ([]
 		}
 		live[i] = p
 	}
-	pid := b.nodelet.cmd.Process.Pid
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return nil, err
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
 	rec := &churnRecord{}
+	err := b.freeze([]*kubelet{b.nodelet}, func() error { return b.rawChurnFrozen(ctx, rs, live, rec) })
+	return rec.took, err
+}
+
+// rawChurnFrozen is rawChurn's part while nodelet is frozen.
+func (b *bench) rawChurnFrozen(ctx context.Context, rs internalapi.RuntimeService, live []*churnRawPod, rec *churnRecord) error {
 	for _, p := range live {
 		rec.start(ctx, rs, p, false)
 	}
 	rec.wg.Wait()
 	if err := rec.err(); err != nil {
 		rec.removeAll(ctx, rs, live)
-		return nil, fmt.Errorf("base pods: %w", err)
+		return fmt.Errorf("base pods: %w", err)
 	}
 	// As before a kubelet's churn: the base pods' start-up work (shims, networks) must be
 	// over.
 	if err := b.sleep(ctx, b.o.idleSettle); err != nil {
 		rec.removeAll(ctx, rs, live)
-		return nil, err
+		return err
 	}
 	windowStart := time.Now()
 	live, err := b.rawChurnWindow(ctx, rs, live, rec)
@@ -95,7 +95,7 @@ func (b *bench) rawChurn(ctx context.Context, rs internalapi.RuntimeService) ([]
 		fmt.Fprintf(os.Stderr, "bench: raw CRI churn: slowest start %s, %.2f s, begun %.1f s into the window\n",
 			s.name, s.took.Seconds(), s.at.Sub(windowStart).Seconds())
 	}
-	return rec.took, errors.Join(err, rec.err())
+	return errors.Join(err, rec.err())
 }
 
 // rawChurnWindow starts a pod and removes the oldest every 1/-churn-rate seconds for
@@ -144,8 +144,11 @@ func (c *churnRecord) start(ctx context.Context, rs internalapi.RuntimeService, 
 	c.wg.Go(func() {
 		defer close(p.started)
 		t0 := time.Now()
-		err := p.start(ctx, rs)
-		c.note(rawStart{name: p.sandbox.GetMetadata().GetName(), at: t0, took: time.Since(t0)}, timed, err)
+		if err := p.start(ctx, rs); err != nil {
+			c.fail(err)
+		} else if timed {
+			c.add(rawStart{name: p.sandbox.GetMetadata().GetName(), at: t0, took: time.Since(t0)})
+		}
 	})
 }
 
@@ -153,7 +156,9 @@ func (c *churnRecord) start(ctx context.Context, rs internalapi.RuntimeService, 
 func (c *churnRecord) remove(ctx context.Context, rs internalapi.RuntimeService, p *churnRawPod) {
 	c.wg.Go(func() {
 		<-p.started
-		c.note(rawStart{}, false, p.remove(ctx, rs))
+		if err := p.remove(ctx, rs); err != nil {
+			c.fail(err)
+		}
 	})
 }
 
@@ -165,19 +170,20 @@ func (c *churnRecord) removeAll(ctx context.Context, rs internalapi.RuntimeServi
 	c.wg.Wait()
 }
 
-func (c *churnRecord) note(s rawStart, timed bool, err error) {
+// add keeps a timed start.
+func (c *churnRecord) add(s rawStart) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil {
-		c.errs = append(c.errs, err)
-		return
+	c.took = append(c.took, s.took)
+	if s.took > c.slowest.took {
+		c.slowest = s
 	}
-	if timed {
-		c.took = append(c.took, s.took)
-		if s.took > c.slowest.took {
-			c.slowest = s
-		}
-	}
+}
+
+func (c *churnRecord) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errs = append(c.errs, err)
 }
 
 func (c *churnRecord) err() error {
